@@ -1,0 +1,114 @@
+"""What every handler shares: the caller's risk profile, the body, lists, bulk responses."""
+
+import uuid
+
+import flask
+import orjson
+from connexion import context
+
+from models.tenancy import Risk
+from riskapi import bulk, query, render
+from riskapi.app import settings
+from riskapi.errors import ApiError
+from riskapi.pagination import Paginator
+
+_SECRET: list = []
+
+
+def respond(status: int, body) -> flask.Response:
+    """Return a compact JSON response."""
+    return flask.Response(orjson.dumps(body), status=status, mimetype="application/json")
+
+
+def precognitive() -> bool:
+    """Tell whether the request is a Precognition dry-run."""
+    return flask.request.headers.get("Precognition", "").lower() == "true"
+
+
+def precognition_passed() -> flask.Response:
+    """Answer a dry-run that passed."""
+    return flask.Response(status=204, headers={"Precognition-Success": "true"}, mimetype="application/json")
+
+
+def risk_of(agency_id: int, risk_uuid: str) -> Risk:
+    """Return the caller's risk profile; another agency's answers 404 like a missing one."""
+    try:
+        uuid.UUID(risk_uuid)
+    except ValueError:
+        raise ApiError(404, "Risk profile not found.") from None
+    risk = Risk.of_agency(agency_id, risk_uuid)
+    if risk is None:
+        raise ApiError(404, "Risk profile not found.")
+    return risk
+
+
+def body() -> tuple:
+    """Return the parsed body and its schema errors."""
+    ctx = context.context
+    return ctx.get("body"), bulk.Errors(ctx.get("body_errors") or {})
+
+
+def cursor_secret() -> bytes:
+    """Return the key that signs cursors, shared by every process."""
+    if not _SECRET:
+        from models.tenancy import AppKey
+
+        configured = settings().secret_key
+        _SECRET.append((configured or AppKey.get_or_make("cursor")).encode())
+    return _SECRET[0]
+
+
+def list_objects(operation_id, model, user, risk, per_page, cursor, filters, sort, include):
+    """List one kind of risk data of a risk profile, paginated by cursor."""
+    profile = risk_of(user, risk)
+    spec = _list_spec(operation_id, model)
+    rows_query = spec.apply(render.select(model).where(model.risk == profile.id), profile.id, filters)
+    paginator = Paginator(spec.keys(sort), spec.signature_of(sort), cursor_secret())
+    rows, next_cursor, prev_cursor = paginator.page(rows_query, per_page, cursor)
+    items = render.envelopes(model, rows, include)
+    args = list(flask.request.args.items(multi=True))
+    return respond(200, _page(items, per_page, next_cursor, prev_cursor, args))
+
+
+def _page(items, per_page, next_cursor, prev_cursor, args):
+    from riskapi.pagination import envelope
+
+    return envelope(items, per_page, next_cursor, prev_cursor, flask.request.base_url, args)
+
+
+_SPECS: dict = {}
+
+
+def _list_spec(operation_id, model) -> query.ListSpec:
+    if operation_id not in _SPECS:
+        _SPECS[operation_id] = query.ListSpec(operation_id, model)
+    return _SPECS[operation_id]
+
+
+def create_objects(model, user, risk, include):
+    """Create risk data of one kind in bulk, atomically."""
+    profile = risk_of(user, risk)
+    payload, errors = body()
+    if precognitive():
+        bulk.plan_create(model, profile, payload, errors)
+        bulk.fail_if(errors)
+        return precognition_passed()
+
+    def work():
+        attempt = bulk.Errors(errors)
+        rows = bulk.plan_create(model, profile, payload, attempt)
+        bulk.fail_if(attempt)
+        return bulk.insert(model, profile, rows)
+
+    stored = bulk.transaction(work)
+    return respond(201, {"data": _created(model, stored, include)})
+
+
+def _created(model, stored: list[dict], include) -> list[dict]:
+    """Render freshly inserted rows; references' UUIDs are read back in one query each."""
+    for name, target in model.REFERENCES.items():
+        ids = {row[name] for row in stored if row[name] is not None}
+        uuids = dict(target.select(target.id, target.uuid).where(target.id.in_(list(ids))).tuples()) if ids else {}
+        for row in stored:
+            row[f"{name}_uuid"] = uuids.get(row[name])
+    return render.envelopes(model, stored, include)

@@ -1,0 +1,1 @@
+"""RQ jobs and webhook delivery."""

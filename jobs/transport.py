@@ -1,0 +1,289 @@
+"""One-shot HTTPS POST for webhook delivery, hardened against hostile receivers.
+
+Webhook URLs are user-supplied, so this module assumes the far end may be
+an attacker: it refuses internal addresses (SSRF), pins the connection to
+the address it checked (no DNS rebinding between check and connect), never
+follows redirects, caps how much it reads, and enforces one total deadline
+so a slow-dripping receiver cannot hold a worker hostage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.client
+import ipaddress
+import socket
+import ssl
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+
+__all__ = ["MAX_RESPONSE_BYTES", "Result", "is_allowed_address", "post"]
+
+MAX_RESPONSE_BYTES = 64 * 1024
+
+_CGNAT = ipaddress.ip_network("100.64.0.0/10")
+
+# Framing is ours to decide; letting callers override these would let them
+# desynchronise the request or keep the connection alive.
+_OWNED_HEADERS = frozenset({"content-length", "connection", "transfer-encoding"})
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """Outcome of one delivery attempt."""
+
+    status: int | None
+    error: str | None
+    duration_ms: int
+
+    @property
+    def ok(self) -> bool:
+        """Return True if the receiver answered with a 2xx status."""
+        return self.status is not None and 200 <= self.status < 300
+
+
+class _RefusedError(Exception):
+    """Raised when a delivery is rejected before or during the exchange."""
+
+
+class _Deadline:
+    """Total time budget that can forcibly unblock the socket when spent."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.expires = time.monotonic() + timeout
+        self.fired = False
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(timeout, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def remaining(self) -> float:
+        """Return seconds left, raising TimeoutError if none are."""
+        left = self.expires - time.monotonic()
+        if left <= 0 or self.fired:
+            raise TimeoutError
+        return left
+
+    def guard(self, sock: socket.socket | None) -> None:
+        """Make sock the socket to shut down when the deadline passes."""
+        with self._lock:
+            self._sock = sock
+            if sock is not None:
+                sock.settimeout(self.remaining())
+
+    def cancel(self) -> None:
+        """Stop the timer so it cannot touch a socket we are done with."""
+        self._timer.cancel()
+        with self._lock:
+            self._sock = None
+
+    def _fire(self) -> None:
+        # Per-call socket timeouts restart on every byte, so a trickling
+        # receiver would never trip them; shutting the socket down makes the
+        # blocked read in the worker thread return immediately.
+        with self._lock:
+            self.fired = True
+            if self._sock is not None:
+                # The base-class shutdown touches only the fd, not the SSL
+                # object the worker thread is using; ENOTCONN is harmless.
+                with contextlib.suppress(OSError):
+                    socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
+
+
+class _PinnedConnection(http.client.HTTPConnection):
+    """HTTP connection over a TLS socket we opened and verified ourselves."""
+
+    default_port = 443  # keeps the Host header free of a redundant ":443"
+
+    def connect(self) -> None:
+        """Refuse to open a second connection behind our back."""
+        raise http.client.HTTPException("connection already closed")
+
+
+def is_allowed_address(address: str) -> bool:
+    """Return True if address is a public unicast IP we may deliver to."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    # Addresses that embed an IPv4 address route to it, so judge that one.
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = ip.ipv4_mapped or ip.sixtofour
+        if embedded is not None:
+            return is_allowed_address(str(embedded))
+    return not (
+        ip.is_loopback
+        or ip.is_private
+        or ip.is_link_local
+        or ip.is_multicast
+        or ip.is_reserved
+        or ip.is_unspecified
+        or ip in _CGNAT
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _tls_context(ca_bundle: str | None) -> ssl.SSLContext:
+    """Return a verifying client context trusting the system CAs plus ca_bundle."""
+    # Loading the system trust store costs milliseconds; contexts are
+    # thread-safe, so build each one once per process.
+    context = ssl.create_default_context()
+    if ca_bundle is not None:
+        context.load_verify_locations(ca_bundle)
+    return context
+
+
+def _resolve(host: str, port: int, deadline: _Deadline) -> list[tuple]:
+    """Return getaddrinfo results for host, giving up at the deadline."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    else:
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    # getaddrinfo has no timeout knob, so run it aside and stop waiting at
+    # the deadline; the abandoned daemon thread finishes on its own.
+    box: list = []
+
+    def lookup() -> None:
+        try:
+            box.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as exc:
+            box.append(exc)
+
+    worker = threading.Thread(target=lookup, daemon=True)
+    worker.start()
+    worker.join(deadline.remaining())
+    if not box:
+        raise TimeoutError
+    if isinstance(box[0], OSError):
+        reason = box[0].strerror or box[0]
+        raise _RefusedError(f"DNS lookup for {host} failed: {reason}")
+    return box[0]
+
+
+def _connect(
+    addresses: list[tuple], host: str, context: ssl.SSLContext, deadline: _Deadline
+) -> ssl.SSLSocket:
+    """Open a verified TLS connection to the first reachable checked address."""
+    last_error: OSError | None = None
+    for family, type_, proto, _, sockaddr in addresses:
+        sock = socket.socket(family, type_, proto)
+        try:
+            deadline.guard(sock)
+            sock.connect(sockaddr)
+            # Wrapping detaches sock's fd, so from here on only the TLS
+            # socket owns (and must close) the connection.
+            sock = context.wrap_socket(
+                sock, server_hostname=host, do_handshake_on_connect=False
+            )
+            deadline.guard(sock)
+            sock.do_handshake()
+            return sock
+        except OSError as exc:
+            sock.close()
+            # TLS failures and an exhausted budget would only repeat on the
+            # next address; refused connections are worth another try.
+            if isinstance(exc, (ssl.SSLError, TimeoutError)) or deadline.fired:
+                raise
+            last_error = exc
+    raise last_error or OSError("no usable address")
+
+
+def post(
+    url: str,
+    body: bytes,
+    headers: dict,
+    *,
+    timeout: float = 5.0,
+    allow_private: bool = False,
+    ca_bundle: str | None = None,
+) -> Result:
+    """POST body to an https URL within timeout seconds and report the outcome."""
+    if not timeout > 0:
+        raise ValueError("timeout must be positive")
+    if not isinstance(body, (bytes, bytearray)):
+        # A str would be silently latin-1 encoded by http.client, breaking
+        # the signature computed over the caller's bytes.
+        raise TypeError(f"body must be bytes, not {type(body).__name__}")
+    started = time.monotonic()
+    deadline = _Deadline(timeout)
+    status = error = None
+    tls = response = None
+    try:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme.lower() != "https":
+            raise _RefusedError("only https:// URLs are allowed")
+        if parts.username is not None or parts.password is not None:
+            raise _RefusedError("URL must not contain credentials")
+        host, port = parts.hostname, parts.port or 443
+        if not host:
+            raise _RefusedError("URL has no host")
+        context = _tls_context(ca_bundle)
+        addresses = _resolve(host, port, deadline)
+        if not allow_private:
+            for *_, sockaddr in addresses:
+                if not is_allowed_address(sockaddr[0]):
+                    raise _RefusedError(
+                        f"destination address {sockaddr[0]} is not allowed"
+                    )
+        tls = _connect(addresses, host, context, deadline)
+
+        conn = _PinnedConnection(host, port)
+        conn.sock = tls
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        lowered = {str(name).lower() for name in headers}
+        conn.putrequest(
+            "POST", path, skip_host="host" in lowered, skip_accept_encoding=True
+        )
+        for name, value in headers.items():
+            if name.lower() not in _OWNED_HEADERS:
+                conn.putheader(name, value)
+        conn.putheader("Content-Length", str(len(body)))
+        conn.putheader("Connection", "close")
+        deadline.guard(tls)
+        conn.endheaders(body)
+
+        deadline.guard(tls)
+        response = conn.getresponse()
+        budget = MAX_RESPONSE_BYTES
+        while budget > 0:
+            deadline.guard(tls)
+            chunk = response.read1(budget)
+            if not chunk:
+                break
+            budget -= len(chunk)
+        deadline.remaining()  # a shutdown by the timer looks like a clean EOF
+        status = response.status
+    except _RefusedError as exc:
+        error = str(exc)
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        error = _describe(exc, deadline)
+    finally:
+        deadline.cancel()
+        for closeable in (response, tls):
+            if closeable is not None:
+                closeable.close()
+    return Result(status, error, round((time.monotonic() - started) * 1000))
+
+
+def _describe(exc: Exception, deadline: _Deadline) -> str:
+    """Return a short, log-friendly reason for a failed exchange."""
+    # Once the timer has fired, whatever broke was collateral of our shutdown.
+    if deadline.fired or isinstance(exc, TimeoutError):
+        return f"timed out after {float(deadline.timeout)} s"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"TLS certificate verification failed: {exc.verify_message}"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS error: {exc.reason or exc}"
+    if isinstance(exc, http.client.HTTPException):
+        return f"invalid HTTP response: {type(exc).__name__}: {exc}"
+    if isinstance(exc, OSError):
+        return f"connection failed: {exc.strerror or exc}"
+    # ValueError: a bad port in the URL, or CR/LF in a header name or value.
+    return f"invalid request: {exc}"

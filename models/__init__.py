@@ -1,0 +1,77 @@
+"""Peewee models, bound late to the database named by DATABASE_URL."""
+
+import datetime
+import uuid
+
+import peewee
+from playhouse.db_url import connect as url_connect
+
+db = peewee.DatabaseProxy()
+
+
+def utcnow() -> datetime.datetime:
+    """Return the current UTC time, naive, as stored in the database."""
+    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+
+
+def bind(database_url: str) -> peewee.Database:
+    """Open the database named by a URL and bind every model to it."""
+    if database_url.startswith("sqlite"):
+        database = url_connect(
+            database_url,
+            pragmas={"journal_mode": "wal", "foreign_keys": 1, "busy_timeout": 10000, "synchronous": "normal"},
+            check_same_thread=False,
+        )
+    else:
+        if database_url.startswith("postgresql://") or database_url.startswith("postgres://"):
+            database_url = "postgresql+pool://" + database_url.split("://", 1)[1]
+        database = url_connect(database_url, max_connections=32, stale_timeout=300, autorollback=True)
+    db.initialize(database)
+    return database
+
+
+def is_sqlite() -> bool:
+    """Tell whether the bound database is SQLite."""
+    return isinstance(db.obj, peewee.SqliteDatabase)
+
+
+def atomic():
+    """Open a write transaction; SQLite takes its write lock up front to avoid upgrade deadlocks."""
+    if is_sqlite():
+        return db.atomic("IMMEDIATE")
+    return db.atomic()
+
+
+class BaseModel(peewee.Model):
+    """Base of every model: bound to the late database proxy."""
+
+    class Meta:
+        database = db
+        legacy_table_names = False
+
+
+class PublicModel(BaseModel):
+    """A model with a public UUID and created/updated timestamps."""
+
+    uuid = peewee.UUIDField(unique=True, default=uuid.uuid4)
+    created = peewee.DateTimeField(default=utcnow, index=True)
+    updated = peewee.DateTimeField(default=utcnow, index=True)
+
+
+def all_models():
+    """Return every model class in creation order."""
+    from models.risk_data import Address, Building, Driver, Premise, Vehicle
+    from models.tenancy import Agency, AppKey, Risk, Token
+
+    models = [AppKey, Agency, Token, Risk, Vehicle, Premise, Driver, Address, Building]
+    try:
+        from models.webhooks import WEBHOOK_MODELS
+    except ImportError:  # pragma: no cover - webhooks are optional during bootstrap
+        WEBHOOK_MODELS = []
+    return models + list(WEBHOOK_MODELS)
+
+
+def upgrade() -> None:
+    """Create every missing table and index (idempotent)."""
+    with db.connection_context():
+        db.create_tables(all_models(), safe=True)

@@ -1,0 +1,139 @@
+"""Risk data: drivers and their addresses, vehicles, premises and buildings."""
+
+import peewee
+
+from models import BaseModel, PublicModel
+from models.tenancy import Risk
+
+
+class RiskObject(PublicModel):
+    """An object of a risk profile with a number unique within it."""
+
+    OBJECT = ""
+    # Foreign keys shown to clients as the related object's UUID: {field: model}.
+    REFERENCES: dict = {}
+
+    risk = peewee.ForeignKeyField(Risk, on_delete="CASCADE")
+    number = peewee.IntegerField()
+
+    @classmethod
+    def in_risk(cls, risk_id: int):
+        """Select the objects of one risk profile."""
+        return cls.select().where(cls.risk == risk_id)
+
+    @classmethod
+    def ids_by_uuid(cls, risk_id: int, uuids) -> dict:
+        """Map the given UUIDs that exist in the risk profile to their ids."""
+        uuids = {str(u) for u in uuids}
+        if not uuids:
+            return {}
+        query = cls.select(cls.uuid, cls.id).where((cls.risk == risk_id) & (cls.uuid.in_(list(uuids))))
+        return {str(u): i for u, i in query.tuples()}
+
+    @classmethod
+    def ids_by_number(cls, risk_id: int, numbers) -> dict:
+        """Map the given numbers that exist in the risk profile to their ids."""
+        numbers = set(numbers)
+        if not numbers:
+            return {}
+        query = cls.select(cls.number, cls.id).where((cls.risk == risk_id) & (cls.number.in_(list(numbers))))
+        return dict(query.tuples())
+
+    @classmethod
+    def next_number(cls, risk_id: int) -> int:
+        """Return the highest number in the risk profile plus one."""
+        return (cls.select(peewee.fn.MAX(cls.number)).where(cls.risk == risk_id).scalar() or 0) + 1
+
+
+class Vehicle(RiskObject):
+    """A vehicle of a risk profile."""
+
+    OBJECT = "vehicle"
+
+    year = peewee.IntegerField(null=True)
+    make = peewee.CharField(max_length=255, null=True)
+    model = peewee.CharField(max_length=255, null=True)
+    vin = peewee.CharField(max_length=17, null=True)
+
+    class Meta:
+        indexes = ((("risk", "number"), True),)
+
+
+class Premise(RiskObject):
+    """A premise (location) of a risk profile."""
+
+    OBJECT = "premise"
+
+    address = peewee.CharField(max_length=255, null=True)
+    city = peewee.CharField(max_length=255, null=True)
+    state = peewee.CharField(max_length=2, null=True)
+    zip = peewee.CharField(max_length=10, null=True)
+
+    class Meta:
+        indexes = ((("risk", "number"), True),)
+
+
+class Driver(RiskObject):
+    """A driver of a risk profile."""
+
+    OBJECT = "driver"
+    REFERENCES = {"vehicle": Vehicle}
+
+    employee_number = peewee.IntegerField(null=True)
+    first_name = peewee.CharField(max_length=255, null=True)
+    middle_name = peewee.CharField(max_length=255, null=True)
+    last_name = peewee.CharField(max_length=255, null=True)
+    date_of_birth = peewee.DateField(null=True)
+    hire_date = peewee.DateField(null=True)
+    is_employee = peewee.BooleanField(null=True)
+    is_contractor = peewee.BooleanField(null=True)
+    license_number = peewee.CharField(max_length=255, null=True)
+    license_state = peewee.CharField(max_length=2, null=True)
+    license_expiration = peewee.DateField(null=True)
+    notes = peewee.TextField(null=True)
+    image = peewee.TextField(null=True)
+    sex = peewee.CharField(max_length=32, null=True)
+    marital_status = peewee.CharField(max_length=32, null=True)
+    year_licensed = peewee.IntegerField(null=True)
+    commercial_driver_since = peewee.DateField(null=True)
+    percent_use = peewee.IntegerField(null=True)
+    vehicle = peewee.ForeignKeyField(Vehicle, null=True, on_delete="SET NULL")
+
+    class Meta:
+        indexes = ((("risk", "number"), True),)
+
+
+class Address(PublicModel):
+    """The address of a driver (at most one)."""
+
+    OBJECT = "address"
+    REFERENCES: dict = {}
+
+    risk = peewee.ForeignKeyField(Risk, on_delete="CASCADE")
+    driver = peewee.ForeignKeyField(Driver, unique=True, backref="addresses", on_delete="CASCADE")
+    address = peewee.CharField(max_length=255)
+    address2 = peewee.CharField(max_length=255, null=True)
+    city = peewee.CharField(max_length=255)
+    state = peewee.CharField(max_length=2)
+    zip = peewee.CharField(max_length=10)
+    county = peewee.CharField(max_length=255, null=True)
+    lat = peewee.DoubleField(null=True)
+    lng = peewee.DoubleField(null=True)
+
+    in_risk = RiskObject.__dict__["in_risk"]
+    ids_by_uuid = RiskObject.__dict__["ids_by_uuid"]
+
+
+class Building(RiskObject):
+    """A building on a premise of a risk profile."""
+
+    OBJECT = "building"
+    REFERENCES = {"premise": Premise}
+
+    premise = peewee.ForeignKeyField(Premise, backref="buildings", on_delete="RESTRICT")
+
+    class Meta:
+        indexes = ((("risk", "number"), True),)
+
+
+KINDS = {model.OBJECT: model for model in (Driver, Address, Vehicle, Premise, Building)}

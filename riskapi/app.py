@@ -1,0 +1,77 @@
+"""The app factory: Connexion routes and validates every request from spec/openapi.yaml."""
+
+import functools
+
+import connexion
+import peewee
+from a2wsgi import WSGIMiddleware
+from connexion.datastructures import MediaTypeDict
+from connexion.middleware import MiddlewarePosition
+from connexion.validators import FormDataValidator, MultiPartFormDataValidator
+
+import models
+from riskapi import errors
+from riskapi.config import Settings
+from riskapi.middleware import BodyMiddleware, HeadersMiddleware
+from riskapi.request_validators import BodyValidator, ParamValidator
+from riskapi.spec import SPEC_PATH
+
+
+def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
+    """Build the service from its settings (read from the environment when not given)."""
+    settings = settings or Settings.from_env()
+    models.bind(settings.database_url)
+    app = connexion.FlaskApp(__name__, specification_dir=str(SPEC_PATH.parent))
+    validator_map = {
+        "body": MediaTypeDict(
+            {
+                "*/*json": BodyValidator,
+                "application/x-www-form-urlencoded": FormDataValidator,
+                "multipart/form-data": MultiPartFormDataValidator,
+            }
+        ),
+        "parameter": ParamValidator,
+    }
+    app.add_api(
+        SPEC_PATH.name,
+        validator_map=validator_map,
+        validate_responses=settings.validate_responses,
+        swagger_ui_options=connexion.options.SwaggerUIOptions(swagger_ui=False),
+    )
+    errors.register(app)
+    app.add_middleware(HeadersMiddleware, position=MiddlewarePosition.BEFORE_EXCEPTION)
+    app.add_middleware(BodyMiddleware, position=MiddlewarePosition.BEFORE_ROUTING, max_body_bytes=settings.max_body_bytes)
+
+    flask_app = app.app
+    flask_app.config["RISKAPI"] = settings
+    # A small thread pool: the GIL makes more threads slower, not faster.
+    app._middleware_app.asgi_app = WSGIMiddleware(flask_app.wsgi_app, workers=settings.threads)
+    pooled = not models.is_sqlite()
+
+    @flask_app.before_request
+    def _connect():
+        models.db.connect(reuse_if_open=True)
+
+    @flask_app.teardown_request
+    def _release(exc):
+        # Pooled PostgreSQL connections go back to the pool; SQLite keeps one per thread.
+        if pooled and not models.db.is_closed():
+            models.db.close()
+
+    return app
+
+
+@functools.lru_cache(maxsize=1)
+def asgi():
+    """Return the app built from the environment (for `uvicorn riskapi.app:asgi --factory`)."""
+    return create_app()
+
+
+def settings() -> Settings:
+    """Return the settings of the running app."""
+    import flask
+
+    return flask.current_app.config["RISKAPI"]
+
+
+__all__ = ["create_app", "asgi", "settings", "peewee"]

@@ -1,0 +1,288 @@
+"""Bulk writes of risk data: the rules that need the database, then one atomic write."""
+
+import uuid
+
+import peewee
+
+from models import atomic, utcnow
+from models.risk_data import KINDS, Address, Building, Driver, Premise
+from riskapi import render, spec
+from riskapi.errors import ApiError, ValidationFailed
+from riskapi.request_validators import compiled
+from riskapi.validation import parse_date
+
+NOT_FOUND = "The {} could not be found in the risk profile."
+# Children first, so that restrictive foreign keys never see a dangling row.
+DELETE_ORDER = ("building", "address", "driver", "vehicle", "premise")
+
+
+class Errors(dict):
+    """Validation errors keyed by dotted path."""
+
+    def add(self, path: str, message: str) -> None:
+        """Record one message for a path."""
+        messages = self.setdefault(path, [])
+        if message not in messages:
+            messages.append(message)
+
+    def clean(self, path: str) -> bool:
+        """Tell whether nothing at or under path is already in error."""
+        prefix = path + "."
+        return path not in self and not any(key.startswith(prefix) for key in self)
+
+
+def transaction(work):
+    """Run work in a write transaction, again when a concurrent writer took a unique number."""
+    for _ in range(8):
+        try:
+            with atomic():
+                return work()
+        except peewee.IntegrityError:
+            continue
+    raise ApiError(409, "The request conflicted with concurrent writes; please retry.")
+
+
+def _items(body) -> list:
+    items = body.get("data") if isinstance(body, dict) else None
+    return items if isinstance(items, list) else []
+
+
+def _dicts(items):
+    for i, item in enumerate(items):
+        if isinstance(item, dict) and isinstance(item.get("data", {}), dict):
+            yield i, item, item.get("data") or {}
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def columns(model, values: dict) -> dict:
+    """Turn validated body values into column values (dates parsed; references and nesting left out)."""
+    out = {}
+    for name, value in values.items():
+        field = model._meta.fields.get(name)
+        if field is None or name in model.REFERENCES:
+            continue
+        if isinstance(field, peewee.DateField) and isinstance(value, str):
+            value = parse_date(value)
+        out[name] = value
+    return out
+
+
+def check_profile_type(risk, items, errors: Errors) -> None:
+    """An item's profile_type, when given, must be the risk profile's type."""
+    for i, item in enumerate(items):
+        value = item.get("profile_type") if isinstance(item, dict) else None
+        path = f"data.{i}.profile_type"
+        if isinstance(value, str) and value != risk.type and errors.clean(path):
+            errors.add(path, f"The selected {path} is invalid.")
+
+
+def resolve_references(model, risk, entries, errors: Errors) -> dict:
+    """Map (index, name) to the referenced object's id, or None; unknown ones are errors."""
+    resolved = {}
+    for name, target in model.REFERENCES.items():
+        wanted = [(i, d[name]) for i, d in entries if name in d and errors.clean(f"data.{i}.data.{name}")]
+        by_uuid = target.ids_by_uuid(risk.id, [v for _, v in wanted if isinstance(v, str)])
+        by_number = target.ids_by_number(risk.id, [v for _, v in wanted if _is_int(v)])
+        for i, value in wanted:
+            if value is None:
+                resolved[(i, name)] = None
+                continue
+            found = by_uuid.get(str(value).lower()) if isinstance(value, str) else by_number.get(value)
+            if found is None:
+                errors.add(f"data.{i}.data.{name}", f"The selected data.{i}.data.{name} is invalid.")
+            resolved[(i, name)] = found
+    return resolved
+
+
+def check_numbers(model, risk, numbered, errors: Errors) -> None:
+    """Numbers stay unique in the risk profile: numbered is [(index, number, own id or None)]."""
+    taken = model.ids_by_number(risk.id, [n for _, n, _ in numbered])
+    seen = set()
+    for i, number, own in numbered:
+        path = f"data.{i}.data.number"
+        if number in seen or taken.get(number, own) != own:
+            errors.add(path, f"The {path} has already been taken.")
+        seen.add(number)
+
+
+def plan_create(model, risk, body, errors: Errors) -> list:
+    """Check a create request against the database; return its rows."""
+    items = _items(body)
+    check_profile_type(risk, items, errors)
+    entries = list((i, d) for i, _, d in _dicts(items))
+    numbered = [(i, d["number"], None) for i, d in entries if _is_int(d.get("number")) and errors.clean(f"data.{i}.data.number")]
+    check_numbers(model, risk, numbered, errors)
+    refs = resolve_references(model, risk, entries, errors)
+    if errors:
+        return []
+    now, used = utcnow(), {n for _, n, _ in numbered}
+    next_number = model.next_number(risk.id)
+    blank = {name: None for name in render.fields(model) if name not in model.REFERENCES}
+    rows = []
+    for i, values in entries:
+        row = {"risk": risk.id, "uuid": uuid.uuid4(), "created": now, "updated": now, **blank, **columns(model, values)}
+        for name in model.REFERENCES:
+            row[name] = refs.get((i, name))
+        if row.get("number") is None:
+            while next_number in used:
+                next_number += 1
+            row["number"] = next_number
+            used.add(next_number)
+        rows.append((row, values.get("address")))
+    return rows
+
+
+def insert(model, risk, rows: list) -> list[dict]:
+    """Insert planned rows (and nested addresses); return them as stored."""
+    stored = [row for row, _ in rows]
+    for start in range(0, len(stored), 500):
+        chunk = stored[start : start + 500]
+        ids = model.insert_many(chunk).returning(model.id).tuples().execute()
+        for row, (new_id,) in zip(chunk, ids):
+            row["id"] = new_id
+    addresses = []
+    for row, nested in rows:
+        if nested:
+            address = {"risk": risk.id, "driver": row["id"], "uuid": uuid.uuid4(), "created": row["created"], "updated": row["created"]}
+            address.update(columns(Address, {k: None for k in render.fields(Address)}))
+            address.update(columns(Address, nested["data"]))
+            addresses.append(address)
+    for start in range(0, len(addresses), 500):
+        Address.insert_many(addresses[start : start + 500]).execute()
+    return stored
+
+
+def plan_update(risk, body, errors: Errors) -> list:
+    """Check an update request against the database; return [(index, model, id, values, refs)]."""
+    items = _items(body)
+    check_profile_type(risk, items, errors)
+    by_kind: dict = {}
+    for i, item, values in _dicts(items):
+        if item.get("object") in KINDS:
+            by_kind.setdefault(item["object"], []).append((i, item, values))
+    plan = []
+    for kind, entries in by_kind.items():
+        model = KINDS[kind]
+        ids = _existing(model, risk, [(i, item) for i, item, _ in entries], errors)
+        found = [(i, item, values) for i, item, values in entries if (i, item.get("uuid")) in ids]
+        numbered = [
+            (i, v["number"], ids[(i, item["uuid"])])
+            for i, item, v in found
+            if _is_int(v.get("number")) and errors.clean(f"data.{i}.data.number")
+        ]
+        if numbered and hasattr(model, "next_number"):
+            check_numbers(model, risk, numbered, errors)
+        refs = resolve_references(model, risk, [(i, v) for i, _, v in found], errors)
+        if model is Driver:
+            _check_nested_addresses(found, ids, errors)
+        plan.extend((i, model, ids[(i, item["uuid"])], values, refs) for i, item, values in found)
+    return sorted(plan, key=lambda step: step[0])
+
+
+def _existing(model, risk, entries, errors: Errors) -> dict:
+    """Map (index, uuid) to ids of the objects that exist; report the rest and repeats."""
+    wanted = [(i, item.get("uuid")) for i, item in entries if errors.clean(f"data.{i}.uuid")]
+    known = model.ids_by_uuid(risk.id, [u for _, u in wanted if isinstance(u, str)])
+    ids, seen = {}, set()
+    for i, value in wanted:
+        path = f"data.{i}.uuid"
+        key = str(value).lower()
+        if key in seen:
+            errors.add(path, f"The {path} field has a duplicate value.")
+        elif key not in known:
+            errors.add(path, NOT_FOUND.format(path))
+        else:
+            ids[(i, value)] = known[key]
+        seen.add(key)
+    return ids
+
+
+def _check_nested_addresses(found, ids, errors: Errors) -> None:
+    """A driver without an address needs a complete one."""
+    nested = [(i, item, v["address"]) for i, item, v in found if isinstance(v.get("address"), dict)]
+    if not nested:
+        return
+    driver_ids = [ids[(i, item["uuid"])] for i, item, _ in nested]
+    having = {d for (d,) in Address.select(Address.driver).where(Address.driver.in_(driver_ids)).tuples()}
+    full = compiled(spec.schema("AddressCreateData"))
+    for i, item, address in nested:
+        if ids[(i, item["uuid"])] not in having and isinstance(address.get("data"), dict):
+            prefix = f"data.{i}.data.address.data"
+            for path, messages in full.errors(address["data"], prefix).items():
+                for message in messages:
+                    errors.add(path, message)
+
+
+def apply_update(risk, plan: list) -> list[dict]:
+    """Write a checked update; return the bulk response items."""
+    now, out = utcnow(), []
+    for i, model, object_id, values, refs in plan:
+        row = columns(model, values)
+        for name in model.REFERENCES:
+            if name in values:
+                row[name] = refs.get((i, name))
+        row["updated"] = now
+        model.update(row).where(model.id == object_id).execute()
+        if model is Address:
+            Driver.update(updated=now).where(Driver.id == Address.select(Address.driver).where(Address.id == object_id)).execute()
+        nested = values.get("address", False) if model is Driver else False
+        if nested is not False:
+            _write_nested_address(risk, object_id, nested, now)
+    for i, model, object_id, values, _ in plan:
+        current = render.select(model).where(model.id == object_id).get()
+        item = {"object": model.OBJECT, "uuid": str(current["uuid"]), "data": render.data(model, current), "profile_type": risk.type}
+        if model is Driver and "address" in values:
+            address = Address.select().where(Address.driver == object_id).dicts().first()
+            item["data"]["address"] = render.envelope(Address, address) if address else None
+        out.append(item)
+    return out
+
+
+def _write_nested_address(risk, driver_id: int, nested, now) -> None:
+    if nested is None:
+        Address.delete().where(Address.driver == driver_id).execute()
+        return
+    values = columns(Address, nested["data"])
+    updated = Address.update(**values, updated=now).where(Address.driver == driver_id).execute()
+    if not updated:
+        Address.insert(risk=risk.id, driver=driver_id, uuid=uuid.uuid4(), created=now, updated=now, **values).execute()
+
+
+def plan_delete(risk, body, errors: Errors) -> list:
+    """Check a delete request; return [(index, model, id, uuid)] in a safe order."""
+    items = _items(body)
+    check_profile_type(risk, items, errors)
+    plan = []
+    for kind in DELETE_ORDER:
+        model = KINDS[kind]
+        entries = [(i, item) for i, item in enumerate(items) if isinstance(item, dict) and item.get("object") == kind]
+        ids = _existing(model, risk, entries, errors)
+        plan.extend((i, model, object_id, value) for (i, value), object_id in ids.items())
+    premises = {object_id: i for i, model, object_id, _ in plan if model is Premise}
+    if premises:
+        going = {object_id for _, model, object_id, _ in plan if model is Building}
+        query = Building.select(Building.premise, Building.id).where(Building.premise.in_(list(premises)))
+        for premise_id, building_id in query.tuples():
+            if building_id not in going:
+                path = f"data.{premises[premise_id]}.uuid"
+                errors.add(path, f"The {path} cannot be deleted while the premise has buildings.")
+    return plan
+
+
+def apply_delete(risk, plan: list) -> list[dict]:
+    """Delete checked objects; return the bulk response items in request order."""
+    for _, model, object_id, _ in plan:
+        model.delete().where(model.id == object_id).execute()
+    return [
+        {"object": model.OBJECT, "uuid": str(value).lower(), "profile_type": risk.type}
+        for _, model, _, value in sorted(plan, key=lambda step: step[0])
+    ]
+
+
+def fail_if(errors: Errors) -> None:
+    """Raise ValidationFailed when any error was found."""
+    if errors:
+        raise ValidationFailed(dict(errors))

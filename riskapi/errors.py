@@ -1,0 +1,127 @@
+"""Exceptions of the service and the one place that maps errors to responses."""
+
+import fnmatch
+import logging
+
+import orjson
+from connexion.lifecycle import ConnexionResponse
+from connexion.problem import problem  # noqa: F401  (kept for symmetry with Connexion's API)
+from starlette.exceptions import HTTPException
+
+log = logging.getLogger("riskapi")
+
+
+class ApiError(Exception):
+    """Raised when a request fails with a status and a message."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class ValidationFailed(Exception):
+    """Raised when parameters or body values are invalid."""
+
+    def __init__(self, errors: dict):
+        super().__init__(errors)
+        self.errors = errors
+
+
+def json_response(status: int, body, headers=None) -> ConnexionResponse:
+    """Build a JSON response."""
+    return ConnexionResponse(
+        status_code=status,
+        body=orjson.dumps(body),
+        headers=headers or {},
+        content_type="application/json",
+        mimetype="application/json",
+    )
+
+
+def _is_precognitive(request) -> bool:
+    return request.headers.get("precognition", "").lower() == "true"
+
+
+def validate_only(headers) -> list[str]:
+    """Return the body paths named by Precognition-Validate-Only."""
+    raw = headers.get("precognition-validate-only", "")
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def select_errors(errors: dict, only: list[str]) -> dict:
+    """Keep the errors whose path matches one of the patterns (`*` = one segment)."""
+    if not only:
+        return errors
+    patterns = [p.replace("[", "[[]") for p in only]
+
+    def wanted(path: str) -> bool:
+        for pattern in patterns:
+            if fnmatch.fnmatchcase(path, pattern) and path.count(".") == pattern.count("."):
+                return True
+            if path.startswith(pattern.rstrip("*") + ".") and "*" not in pattern:
+                return True
+        return False
+
+    return {path: messages for path, messages in errors.items() if wanted(path)}
+
+
+def validation_response(request, errors: dict) -> ConnexionResponse:
+    """Answer 422 with every error, or 204 when a dry-run's selected fields pass."""
+    headers = {}
+    if _is_precognitive(request):
+        errors = select_errors(errors, validate_only(request.headers))
+        if not errors:
+            return ConnexionResponse(status_code=204, body=b"", headers={"Precognition-Success": "true"})
+        headers["Precognition-Success"] = "false"
+    body = {"message": errors, "errors": errors, "status": 422, "validation": True}
+    return json_response(422, body, headers)
+
+
+def _on_validation(request, exc: ValidationFailed):
+    return validation_response(request, exc.errors)
+
+
+def _on_api_error(request, exc: ApiError):
+    return json_response(exc.status, {"message": exc.message, "status": exc.status})
+
+
+_TEXTS = {
+    400: "The request is malformed.",
+    401: "Unauthenticated.",
+    403: "This action is unauthorized.",
+    404: "Not found.",
+    405: "The method is not allowed for this URL.",
+    406: "Only application/json responses are available.",
+    413: "The request body is too large.",
+    415: "The request body must be JSON (Content-Type: application/json).",
+}
+
+
+def _on_problem(request, exc):
+    status = getattr(exc, "status", None) or getattr(exc, "status_code", 500)
+    message = _TEXTS.get(status) or getattr(exc, "detail", None) or "Request failed."
+    if status == 401 and getattr(exc, "detail", None):
+        message = "Unauthenticated: " + str(exc.detail).rstrip(".") + "."
+    headers = {}
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    if status == 405 and getattr(exc, "headers", None):
+        headers.update({k: v for k, v in exc.headers.items() if k.lower() == "allow"})
+    return json_response(status, {"message": message, "status": status}, headers)
+
+
+def _on_exception(request, exc):
+    log.error("unhandled error on %s", getattr(request, "url", "?"), exc_info=exc)
+    return json_response(500, {"message": "Internal server error.", "status": 500})
+
+
+def register(app) -> None:
+    """Map every error the app can raise to a JSON response."""
+    from connexion.exceptions import ProblemException
+
+    app.add_error_handler(ValidationFailed, _on_validation)
+    app.add_error_handler(ApiError, _on_api_error)
+    app.add_error_handler(ProblemException, _on_problem)
+    app.add_error_handler(HTTPException, _on_problem)
+    app.add_error_handler(Exception, _on_exception)

@@ -1,0 +1,102 @@
+"""ASGI middleware: body size limit, method override, Precognition headers."""
+
+import re
+
+import orjson
+from starlette.datastructures import Headers, MutableHeaders
+
+from riskapi.errors import ApiError
+
+_OVERRIDABLE = re.compile(r"^/api/v1/risks/[^/]+/data/?$")
+
+
+class HeadersMiddleware:
+    """Add `Vary: Precognition` to every response, and `Precognition: true` to precognitive ones."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        precognitive = Headers(scope=scope).get("precognition", "").lower() == "true"
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers.append("Vary", "Precognition")
+                if precognitive:
+                    headers["Precognition"] = "true"
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class BodyMiddleware:
+    """Refuse bodies over the size limit; let POST /risks/{risk}/data stand for PATCH or DELETE."""
+
+    def __init__(self, app, max_body_bytes: int = 10 * 1024 * 1024):
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        length = headers.get("content-length")
+        if length is not None:
+            if not length.isdigit():
+                raise ApiError(400, "The Content-Length header is invalid.")
+            if int(length) > self.max_body_bytes:
+                raise ApiError(413, f"The request body is larger than {self.max_body_bytes} bytes.")
+        receive = self._limited(receive)
+        if scope["method"] == "POST" and _OVERRIDABLE.match(scope["path"]):
+            scope, receive = await self._override(scope, receive, headers)
+        await self.app(scope, receive, send)
+
+    def _limited(self, receive):
+        received = 0
+
+        async def limited():
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.max_body_bytes:
+                raise ApiError(413, f"The request body is larger than {self.max_body_bytes} bytes.")
+            return message
+
+        return limited
+
+    async def _override(self, scope, receive, headers):
+        method = headers.get("x-http-method-override", "").upper()
+        if method in {"PATCH", "DELETE"}:
+            return dict(scope, method=method), receive
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            parsed = orjson.loads(body) if body else None
+        except orjson.JSONDecodeError:
+            parsed = None
+        method = parsed.get("_method") if isinstance(parsed, dict) else None
+        if isinstance(method, str) and method.upper() in {"PATCH", "DELETE"}:
+            del parsed["_method"]
+            body = orjson.dumps(parsed)
+            scope = dict(scope, method=method.upper(), headers=list(scope["headers"]))
+            new_headers = MutableHeaders(scope=scope)
+            new_headers["content-length"] = str(len(body))
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return scope, replay

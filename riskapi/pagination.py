@@ -1,0 +1,180 @@
+"""Keyset (cursor) pagination with Laravel's envelope; cursors are opaque and signed."""
+
+import base64
+import datetime
+import functools
+import hashlib
+import operator
+import hmac
+import uuid
+from urllib.parse import urlencode
+
+import orjson
+import peewee
+
+from riskapi.errors import ValidationFailed
+
+BAD_CURSOR = {"cursor": ["The cursor is invalid."]}
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class Key:
+    """One ordering column: its field, direction and whether it holds nulls."""
+
+    def __init__(self, field: peewee.Field, desc: bool):
+        self.field = field
+        self.desc = desc
+        self.nullable = field.null
+
+    def order(self, flip: bool):
+        """Return the ORDER BY term; nulls sort as the smallest value on every database."""
+        desc = self.desc != flip
+        if not self.nullable:
+            return self.field.desc() if desc else self.field.asc()
+        return self.field.desc(nulls="LAST") if desc else self.field.asc(nulls="FIRST")
+
+    def after(self, value, flip: bool):
+        """Rows strictly after value in this key's order."""
+        col = self.field
+        if self.desc != flip:
+            if value is None:
+                return None
+            return (col < value) | col.is_null() if self.nullable else col < value
+        if value is None:
+            return col.is_null(False)
+        return col > value
+
+    def equal(self, value):
+        """Rows equal to value."""
+        return self.field.is_null() if value is None else self.field == value
+
+    def bound(self, value, flip: bool):
+        """An index-friendly range that contains every row at or after value."""
+        col = self.field
+        if value is None:
+            return None
+        if self.desc != flip:
+            return (col <= value) | col.is_null() if self.nullable else col <= value
+        return col >= value
+
+    def load(self, raw):
+        """Turn a cursor value back into the column's type, or raise ValueError."""
+        if raw is None:
+            if not self.nullable:
+                raise ValueError("null")
+            return None
+        field = self.field
+        if isinstance(field, peewee.DateTimeField):
+            return datetime.datetime.fromisoformat(raw)
+        if isinstance(field, peewee.DateField):
+            return datetime.date.fromisoformat(raw)
+        if isinstance(field, peewee.BooleanField):
+            if not isinstance(raw, bool):
+                raise ValueError(raw)
+            return raw
+        if isinstance(field, (peewee.IntegerField, peewee.AutoField)):
+            if not isinstance(raw, int) or isinstance(raw, bool) or abs(raw) > 2**53:
+                raise ValueError(raw)
+            return raw
+        if isinstance(field, peewee.UUIDField):
+            return uuid.UUID(raw)
+        if not isinstance(raw, (str, int, float)):
+            raise ValueError(raw)
+        return raw
+
+
+def _dump(value):
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value
+
+
+class Paginator:
+    """Fetch one page of a query ordered by keys, in the direction a cursor says."""
+
+    def __init__(self, keys: list[Key], signature: str, secret: bytes):
+        self.keys = keys
+        self.signature = signature
+        self.secret = secret
+
+    def encode(self, row: dict, forward: bool) -> str:
+        """Return the cursor pointing after (or before) a row."""
+        values = [_dump(row[k.field.name]) for k in self.keys]
+        payload = orjson.dumps({"s": self.signature, "v": values, "n": forward})
+        mac = hmac.new(self.secret, payload, hashlib.sha256).digest()[:16]
+        return _b64(payload) + "." + _b64(mac)
+
+    def decode(self, cursor: str) -> tuple[list, bool]:
+        """Return (values, forward) of a cursor, or raise ValidationFailed."""
+        try:
+            body, _, mac = cursor.partition(".")
+            payload = _unb64(body)
+            expected = hmac.new(self.secret, payload, hashlib.sha256).digest()[:16]
+            if not hmac.compare_digest(expected, _unb64(mac)):
+                raise ValueError("signature")
+            data = orjson.loads(payload)
+            if data["s"] != self.signature or len(data["v"]) != len(self.keys):
+                raise ValueError("another list")
+            values = [key.load(raw) for key, raw in zip(self.keys, data["v"])]
+            return values, bool(data["n"])
+        except (ValueError, TypeError, KeyError, AttributeError, orjson.JSONDecodeError):
+            raise ValidationFailed(BAD_CURSOR) from None
+
+    def _position(self, values: list, flip: bool):
+        clauses, equal = [], []
+        for key, value in zip(self.keys, values):
+            after = key.after(value, flip)
+            if after is not None:
+                clauses.append(functools.reduce(operator.and_, equal + [after]) if equal else after)
+            equal.append(key.equal(value))
+        condition = functools.reduce(operator.or_, clauses) if clauses else peewee.SQL("1 = 0")
+        bound = self.keys[0].bound(values[0], flip)
+        return condition & bound if bound is not None else condition
+
+    def page(self, query, per_page: int, cursor: str | None):
+        """Return (rows, next_cursor, prev_cursor)."""
+        values, forward = self.decode(cursor) if cursor else (None, True)
+        flip = not forward
+        if values is not None:
+            query = query.where(self._position(values, flip))
+        rows = list(query.order_by(*[k.order(flip) for k in self.keys]).limit(per_page + 1))
+        more = len(rows) > per_page
+        rows = rows[:per_page]
+        if flip:
+            rows.reverse()
+        if not rows:
+            return rows, None, None
+        has_next = more if forward else True
+        has_prev = (values is not None) if forward else more
+        next_cursor = self.encode(rows[-1], True) if has_next else None
+        prev_cursor = self.encode(rows[0], False) if has_prev else None
+        return rows, next_cursor, prev_cursor
+
+
+def envelope(items: list, per_page: int, next_cursor, prev_cursor, base_url: str, args) -> dict:
+    """Return Laravel's cursor paginator envelope; page URLs repeat every other parameter."""
+    kept = [(k, v) for k, v in args if k not in {"cursor", "per_page"}]
+
+    def url(cursor):
+        if cursor is None:
+            return None
+        return base_url + "?" + urlencode(kept + [("per_page", per_page), ("cursor", cursor)])
+
+    return {
+        "data": items,
+        "path": base_url,
+        "per_page": per_page,
+        "next_cursor": next_cursor,
+        "next_page_url": url(next_cursor),
+        "prev_cursor": prev_cursor,
+        "prev_page_url": url(prev_cursor),
+    }

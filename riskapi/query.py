@@ -1,0 +1,114 @@
+"""Filters, sorts and includes of a list operation, read from its parameters in the spec."""
+
+import datetime
+
+import peewee
+
+from riskapi import spec
+from riskapi.errors import ValidationFailed
+from riskapi.pagination import Key
+
+
+def _contains(field, text: str):
+    """Case-insensitive "contains", with LIKE's wildcards taken literally."""
+    escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    pattern = peewee.NodeList((peewee.Value(f"%{escaped}%"), peewee.SQL("ESCAPE '\\'")))
+    return peewee.Expression(peewee.fn.LOWER(field), peewee.OP.ILIKE, pattern)
+
+
+def _moment(text: str, field, upper: bool):
+    """Parse a range bound for a date or timestamp column; an upper date bound covers its whole day."""
+    if isinstance(field, peewee.DateTimeField):
+        if len(text) == 10:
+            day = datetime.datetime.combine(datetime.date.fromisoformat(text), datetime.time())
+            return day + datetime.timedelta(days=1) if upper else day
+        moment = datetime.datetime.fromisoformat(text.replace(" ", "T", 1))
+        if moment.tzinfo is not None:
+            moment = moment.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        return moment
+    return datetime.date.fromisoformat(text)
+
+
+class ListSpec:
+    """What one list operation can filter, sort and include, as its spec declares."""
+
+    def __init__(self, operation_id: str, model):
+        self.model = model
+        self.filters = spec.parameter(operation_id, "filter")["schema"]["properties"]
+        sorts = spec.parameter(operation_id, "sort")["schema"]["items"]["enum"]
+        self.sorts = {name.lstrip("-") for name in sorts}
+        self.signature = operation_id
+
+    def field(self, name: str) -> peewee.Field:
+        """Return the model column behind a filter or sort name."""
+        return self.model._meta.fields[name]
+
+    def keys(self, sort: list | None) -> list[Key]:
+        """Return the ordering keys of a sort, ended by the unique id."""
+        names = sort or ["number"]
+        keys, seen = [], set()
+        for name in names:
+            bare = name.lstrip("-")
+            if bare not in seen:
+                seen.add(bare)
+                keys.append(Key(self.field(bare), name.startswith("-")))
+        keys.append(Key(self.model._meta.primary_key, False))
+        return keys
+
+    def signature_of(self, sort: list | None) -> str:
+        """Name the ordering so a cursor cannot be replayed on another one."""
+        return self.signature + ":" + ",".join(sort or ["number"])
+
+    def apply(self, query, risk_id: int, filters: dict | None):
+        """Return the query narrowed by every filter."""
+        errors = {}
+        for name, value in (filters or {}).items():
+            definition = self.filters[name]
+            try:
+                query = query.where(self._clause(name, definition, value, risk_id))
+            except ValueError:
+                errors[f"filter[{name}]"] = [f"The filter[{name}] field must be a valid date range."]
+        if errors:
+            raise ValidationFailed(errors)
+        return query
+
+    def _clause(self, name: str, definition: dict, value: str, risk_id: int):
+        kind = definition["x-filter"]
+        if "x-search" in definition:
+            clauses = [_contains(self.field(f), value) for f in definition["x-search"]]
+            return _any(clauses)
+        if name == "uuid":
+            return self.model.uuid.in_([v.lower() for v in value.split(",")])
+        field = self.field(name)
+        if kind == "contains":
+            return _contains(field, value)
+        if kind == "boolean":
+            return field == (value in {"true", "1"})
+        if kind == "exact":
+            parts = value.split(",")
+            if isinstance(field, peewee.IntegerField):
+                parts = [int(p) for p in parts]
+            return field.in_(parts)
+        if kind == "reference":
+            target = self.model.REFERENCES[name]
+            uuids = [v.lower() for v in value.split(",") if "-" in v]
+            numbers = [int(v) for v in value.split(",") if "-" not in v]
+            match = target.select(target.id).where(
+                (target.risk == risk_id) & (target.uuid.in_(uuids) | target.number.in_(numbers))
+            )
+            return field.in_(match)
+        low, _, high = value.partition(",")
+        clause = peewee.SQL("1 = 1")
+        if low:
+            clause &= field >= _moment(low, field, False)
+        if high:
+            moment = _moment(high, field, True)
+            clause &= (field < moment) if isinstance(field, peewee.DateTimeField) and len(high) == 10 else (field <= moment)
+        return clause
+
+
+def _any(clauses):
+    result = clauses[0]
+    for clause in clauses[1:]:
+        result |= clause
+    return result

@@ -1,0 +1,107 @@
+"""Connexion validators that report every error at once, keyed as Laravel keys them."""
+
+import orjson
+from connexion.validators import AbstractRequestBodyValidator
+from connexion.validators.parameter import ParameterValidator
+
+from riskapi.errors import ApiError, ValidationFailed
+from riskapi.validation import SchemaValidator
+
+_compiled: dict = {}
+
+
+def compiled(schema: dict) -> SchemaValidator:
+    """Return the cached validator of a schema object."""
+    hit = _compiled.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        hit = (schema, SchemaValidator(schema))
+        _compiled[id(schema)] = hit
+    return hit[1]
+
+
+def stash(scope, **values) -> None:
+    """Hand values to the handler through Connexion's per-request context."""
+    scope.setdefault("extensions", {}).setdefault("connexion_context", {}).update(values)
+
+
+class BodyValidator(AbstractRequestBodyValidator):
+    """Parse a JSON body and collect its schema errors for the handler to merge with its own."""
+
+    async def wrap_receive(self, receive, *, scope):
+        messages, more = [], True
+        while more:
+            message = await receive()
+            messages.append(message)
+            more = message.get("more_body", False)
+        raw = b"".join(m.get("body", b"") for m in messages)
+        if not raw.strip():
+            body, errors = None, {"data": ["The data field is required."]}
+        else:
+            try:
+                body = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise ApiError(400, f"The request body is not valid JSON: {exc}.") from None
+            errors = compiled(self._schema).errors(body)
+        stash(scope, body=body, body_errors=errors)
+        return self._insert_messages(receive, messages=iter(messages)), scope
+
+
+def _names_error(kind: str, offending: list, allowed: list) -> str:
+    plural = "is" if kind == "sort" else "are"
+    return (
+        f"Requested {kind}(s) `{', '.join(offending)}` {plural} not allowed. "
+        f"Allowed {kind}(s) are `{', '.join(allowed)}`."
+    )
+
+
+class ParamValidator(ParameterValidator):
+    """Validate every parameter, collecting all errors; unknown filter/sort/include names in spatie's words."""
+
+    def __init__(self, parameters, uri_parser, strict_validation=False, security_query_params=None):
+        seen, unique = set(), []
+        # Connexion 3.3 can list path-level parameters more than once.
+        for param in parameters:
+            key = (param["in"], param["name"])
+            if key not in seen:
+                seen.add(key)
+                unique.append(param)
+        super().__init__(unique, uri_parser, strict_validation, security_query_params)
+
+    def validate_request(self, request):
+        errors: dict = {}
+        for param in self.parameters.get("path", []):
+            value = request.path_params.get(param["name"])
+            if value is not None and compiled(param["schema"]).errors(value):
+                raise ApiError(404, "Not found.")
+        for param in self.parameters.get("query", []):
+            value = request.query_params.get(param["name"])
+            if value is not None:
+                self._check_query(param, value, errors)
+        for param in self.parameters.get("header", []):
+            value = request.headers.get(param["name"])
+            if value is not None:
+                errors.update(compiled(param["schema"]).errors(value, param["name"]))
+        if errors:
+            raise ValidationFailed(errors)
+
+    @staticmethod
+    def _check_query(param, value, errors):
+        name, schema = param["name"], param["schema"]
+        if schema.get("type") == "array" and "enum" in schema.get("items", {}):
+            allowed = schema["items"]["enum"]
+            values = value if isinstance(value, list) else [value]
+            offending = [v for v in values if v not in allowed]
+            if offending:
+                shown = [a for a in allowed if not str(a).startswith("-")]
+                errors[name] = [_names_error(name, [str(v) for v in offending], shown)]
+                return
+        if schema.get("type") == "object" and isinstance(value, dict):
+            allowed = list(schema.get("properties", {}))
+            offending = [k for k in value if k not in allowed]
+            if offending:
+                errors[name] = [_names_error(name, offending, allowed)]
+            for key, item in value.items():
+                if key in allowed:
+                    errors.update(compiled(schema["properties"][key]).errors(item, f"{name}[{key}]"))
+            return
+        errors.update(compiled(schema).errors(value, name))

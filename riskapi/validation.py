@@ -1,0 +1,226 @@
+"""Schema validation of bodies and parameters, with every error in Laravel's wording."""
+
+import datetime
+import re
+import uuid
+from collections import deque
+from urllib.parse import urlsplit
+
+import jsonschema_rs
+from jsonschema import Draft4Validator, FormatChecker, ValidationError
+from jsonschema.validators import extend
+
+from riskapi.errors import ValidationFailed
+
+_US_DATE = re.compile(r"^(\d{2})/(\d{2})/(\d{4})$")
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def parse_date(value: str) -> datetime.date | None:
+    """Parse `YYYY-MM-DD` or `MM/DD/YYYY`; None when it is no real date."""
+    try:
+        if _ISO_DATE.match(value):
+            return datetime.date.fromisoformat(value)
+        match = _US_DATE.match(value)
+        if match:
+            month, day, year = (int(part) for part in match.groups())
+            return datetime.date(year, month, day)
+    except ValueError:
+        return None
+    return None
+
+
+def _is_date(value) -> bool:
+    return not isinstance(value, str) or parse_date(value) is not None
+
+
+def _is_uuid(value) -> bool:
+    if not isinstance(value, str):
+        return True
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    # uuid.UUID also takes braces, URNs and missing hyphens: only the canonical form is a UUID here.
+    return len(value) == 36 and value.count("-") == 4
+
+
+def _is_uri(value) -> bool:
+    if not isinstance(value, str):
+        return True
+    try:
+        parts = urlsplit(value)
+        return parts.scheme in {"http", "https"} and bool(parts.hostname) and not any(c.isspace() for c in value)
+    except ValueError:
+        return False
+
+
+def _is_datetime(value) -> bool:
+    if not isinstance(value, str):
+        return True
+    try:
+        datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+FORMATS = {"date": _is_date, "uuid": _is_uuid, "uri": _is_uri, "date-time": _is_datetime}
+FORMAT_CHECKER = FormatChecker()
+for _name, _check in FORMATS.items():
+    FORMAT_CHECKER.checks(_name)(_check)
+
+
+def _nullable(fn):
+    def check(validator, value, instance, schema):
+        if instance is None and schema.get("nullable"):
+            return
+        yield from fn(validator, value, instance, schema)
+
+    return check
+
+
+def _one_of(validator, branches, instance, schema):
+    """Validate a discriminated oneOf against the branch its tag names, for precise errors."""
+    discriminator = schema.get("discriminator")
+    if not discriminator or not isinstance(instance, dict):
+        yield from Draft4Validator.VALIDATORS["oneOf"](validator, branches, instance, schema)
+        return
+    prop = discriminator["propertyName"]
+    tag = instance.get(prop)
+    for branch in branches:
+        if tag in branch.get("properties", {}).get(prop, {}).get("enum", ()):
+            yield from validator.descend(instance, branch)
+            return
+    if prop not in instance:
+        yield ValidationError(f"'{prop}' is a required property", validator="required", validator_value=[prop])
+    else:
+        yield ValidationError("invalid tag", validator="enum", path=deque([prop]), instance=tag)
+
+
+_KEYWORDS = {name: _nullable(fn) for name, fn in Draft4Validator.VALIDATORS.items()}
+_KEYWORDS["oneOf"] = _nullable(_one_of)
+RequestValidator = extend(Draft4Validator, _KEYWORDS)
+
+
+def _rs_schema(node):
+    """Translate OpenAPI 3.0 (nullable, discriminator) into plain JSON Schema for jsonschema-rs."""
+    if isinstance(node, list):
+        return [_rs_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _rs_schema(v) for k, v in node.items() if not k.startswith("x-") and k not in {"nullable", "discriminator", "example"}}
+    if node.get("nullable"):
+        return {"anyOf": [{"type": "null"}, out]}
+    return out
+
+
+class SchemaValidator:
+    """Validate instances of one schema: a compiled fast path, then precise errors on failure."""
+
+    def __init__(self, schema: dict):
+        self.schema = schema
+        self._slow = RequestValidator(schema, format_checker=FORMAT_CHECKER)
+        self._fast = jsonschema_rs.Draft4Validator(_rs_schema(schema), validate_formats=True, formats=FORMATS)
+
+    def errors(self, instance, prefix: str = "") -> dict:
+        """Return {dotted path: [messages]} for an instance; empty when valid."""
+        if self._fast.is_valid(instance):
+            return {}
+        found: dict = {}
+        for error in self._slow.iter_errors(instance):
+            for path, message in _messages(error, prefix):
+                found.setdefault(path, [])
+                if message not in found[path]:
+                    found[path].append(message)
+        return found
+
+
+def attribute(path: str) -> str:
+    """Return how Laravel names an attribute: dotted paths raw, plain names with spaces."""
+    return path if "." in path or "[" in path else path.replace("_", " ")
+
+
+def _join(prefix: str, parts) -> str:
+    return ".".join([p for p in [prefix, *[str(x) for x in parts]] if p != ""])
+
+
+def _size(value) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _messages(error: ValidationError, prefix: str):
+    """Yield (path, message) pairs for one jsonschema error."""
+    kind = error.validator
+    path = _join(prefix, error.absolute_path)
+    attr = attribute(path) if path else "body"
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if kind == "required":
+        present = error.instance if isinstance(error.instance, dict) else {}
+        for name in error.validator_value:
+            if name not in present:
+                field = _join(path, [name])
+                yield field, f"The {attribute(field)} field is required."
+        return
+    if kind == "additionalProperties":
+        allowed = set(schema.get("properties", {}))
+        for name in error.instance:
+            if name not in allowed:
+                field = _join(path, [name])
+                yield field, f"The {attribute(field)} field is prohibited."
+        return
+    if not path:
+        yield "body", "The request body must be a JSON object."
+        return
+    yield path, _message(kind, error, schema, attr)
+
+
+def _message(kind: str, error: ValidationError, schema: dict, attr: str) -> str:
+    value = error.validator_value
+    if kind == "type":
+        types = value if isinstance(value, list) else [value]
+        if "integer" in types:
+            if isinstance(error.instance, float):
+                return f"The {attr} field must be an integer."
+            return f"The {attr} field must be a number."
+        return {
+            "number": f"The {attr} field must be a number.",
+            "string": f"The {attr} field must be a string.",
+            "boolean": f"The {attr} field must be true or false.",
+            "array": f"The {attr} field must be an array.",
+            "object": f"The {attr} field must be an object.",
+        }.get(types[0], f"The {attr} field is invalid.")
+    if kind in {"enum", "oneOf", "anyOf"}:
+        return f"The selected {attr} is invalid."
+    if kind == "format":
+        return {
+            "date": f"The {attr} field must be a valid date.",
+            "uuid": f"The {attr} field must be a valid UUID.",
+            "uri": f"The {attr} field must be a valid URL.",
+            "date-time": f"The {attr} field must be a valid date.",
+        }.get(value, f"The {attr} field format is invalid.")
+    if kind in {"minimum", "maximum"}:
+        low, high = schema.get("minimum"), schema.get("maximum")
+        if low is not None and high is not None:
+            return f"The {attr} field must be between {_size(low)} and {_size(high)}."
+        if kind == "minimum":
+            return f"The {attr} field must be at least {_size(low)}."
+        return f"The {attr} field must not be greater than {_size(high)}."
+    if kind == "minLength":
+        return f"The {attr} field must be at least {value} characters."
+    if kind == "maxLength":
+        return f"The {attr} field must not be greater than {value} characters."
+    if kind in {"minItems", "minProperties"}:
+        return f"The {attr} field must have at least {value} items."
+    if kind in {"maxItems", "maxProperties"}:
+        return f"The {attr} field must not have more than {value} items."
+    if kind == "pattern":
+        return f"The {attr} field format is invalid."
+    return f"The {attr} field is invalid."
+
+
+def check(validator: SchemaValidator, instance, prefix: str = "") -> None:
+    """Raise ValidationFailed with every error of an instance."""
+    errors = validator.errors(instance, prefix)
+    if errors:
+        raise ValidationFailed(errors)

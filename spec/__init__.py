@@ -1,0 +1,1 @@
+"""The OpenAPI document, shipped as package data."""

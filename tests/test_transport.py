@@ -1,0 +1,342 @@
+"""Tests for jobs.transport against a real local HTTPS receiver; no mocks."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import time
+
+import pytest
+
+from jobs.transport import MAX_RESPONSE_BYTES, Result, is_allowed_address, post
+from tests.receiver import Receiver, Reply
+
+BODY = b'{"event":"risk.updated","score":0.73}'
+
+
+@pytest.fixture
+def rx():
+    """Yield a fresh receiver per test, so scripted replies never leak."""
+    with Receiver() as receiver:
+        yield receiver
+
+
+def deliver(
+    rx: Receiver, *, timeout: float = 2.0, url: str | None = None, **kwargs
+) -> Result:
+    """POST BODY to the receiver, trusting its CA and allowing loopback."""
+    kwargs.setdefault("allow_private", True)
+    kwargs.setdefault("ca_bundle", rx.ca_path)
+    return post(
+        url or rx.url, BODY, kwargs.pop("headers", {}), timeout=timeout, **kwargs
+    )
+
+
+def closed_port() -> int:
+    """Return a loopback port that nothing is listening on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# --- Result ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "ok"),
+    [
+        (200, True),
+        (204, True),
+        (299, True),
+        (199, False),
+        (302, False),
+        (500, False),
+        (None, False),
+    ],
+)
+def test_result_ok_means_2xx(status, ok):
+    """Result.ok is derived from the status alone."""
+    assert Result(status, None, 1).ok is ok
+
+
+def test_result_is_frozen():
+    """Results are values; a retry loop must not mutate a logged one."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Result(200, None, 1).status = 500
+
+
+# --- happy path -------------------------------------------------------------
+
+
+def test_200_delivers_exact_body_and_headers(rx):
+    """The receiver gets the raw body, the caller's headers verbatim, our framing."""
+    headers = {
+        "Content-Type": "application/json",
+        "Webhook-Signature": "abc123",
+        "X-Mixed-Case": "Keep Me",
+    }
+    result = deliver(rx, headers=headers)
+    assert result == Result(200, None, result.duration_ms)
+    assert result.ok and result.error is None
+    assert rx.wait_for(1)
+    path, got, body, _ = rx.requests[0]
+    assert path == "/hook"
+    assert body == BODY
+    assert got["content-type"] == "application/json"
+    assert got["webhook-signature"] == "abc123"
+    assert got["x-mixed-case"] == "Keep Me"
+    assert got["content-length"] == str(len(BODY))
+    assert got["connection"] == "close"
+    assert got["host"] == f"localhost:{rx.port}"
+    assert "accept-encoding" not in got
+
+
+def test_caller_cannot_override_framing_headers(rx):
+    """A wrong Content-Length or keep-alive from the caller is replaced, not sent."""
+    result = deliver(rx, headers={"Content-Length": "999", "Connection": "keep-alive"})
+    assert result.ok, result
+    _, got, body, _ = rx.requests[0]
+    assert (got["content-length"], got["connection"], body) == (
+        str(len(BODY)),
+        "close",
+        BODY,
+    )
+
+
+def test_query_string_is_kept(rx):
+    """The path and query of the URL reach the receiver unchanged."""
+    assert deliver(rx, url=rx.url + "?tenant=7&x=%20").ok
+    assert rx.requests[0].path == "/hook?tenant=7&x=%20"
+
+
+def test_header_injection_is_an_error_not_an_exception(rx):
+    """CR/LF in a header value is refused before anything is sent."""
+    result = deliver(rx, headers={"X-Evil": "a\r\nInjected: yes"})
+    assert result.status is None and "invalid request" in result.error
+    assert not rx.wait_for(1, timeout=0.2)
+
+
+# --- non-2xx answers ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [500, 410, 404])
+def test_error_status_is_returned_not_ok(rx, status):
+    """Error statuses are reported as such with no transport error."""
+    rx.responses.append(Reply(status, body=b"nope"))
+    result = deliver(rx)
+    assert (result.status, result.error, result.ok) == (status, None, False)
+
+
+def test_redirect_is_not_followed(rx):
+    """A 302 is just a non-2xx status; following it would bypass the address check."""
+    rx.responses.append(Reply.redirect(rx.url + "/elsewhere"))
+    result = deliver(rx)
+    assert (result.status, result.ok) == (302, False)
+    assert not rx.wait_for(2, timeout=0.3)
+    assert [r.path for r in rx.requests] == ["/hook"]
+
+
+def test_huge_response_is_not_read_to_the_end(rx):
+    """Only the first 64 KiB are read, so a receiver claiming 1 GiB can't stall us."""
+    # The receiver sends 4x the cap, claims far more, then holds the line open:
+    # a client that read to Content-Length would sit there until its deadline.
+    rx.responses.append(
+        Reply(200, body=b"x" * (4 * MAX_RESPONSE_BYTES), content_length=1 << 30, hold=5)
+    )
+    result = deliver(rx, timeout=2.0)
+    assert result.ok, result
+    assert result.duration_ms < 1000
+
+
+# --- deadlines ----------------------------------------------------------------
+
+
+def test_stall_fails_at_timeout(rx):
+    """A receiver that never answers costs exactly the timeout."""
+    rx.responses.append(Reply(200, delay=10))
+    started = time.monotonic()
+    result = deliver(rx, timeout=1.0)
+    elapsed = time.monotonic() - started
+    assert result.status is None and not result.ok
+    assert result.error == "timed out after 1.0 s"
+    assert 0.9 <= elapsed <= 2.0
+    assert 900 <= result.duration_ms <= 2000
+
+
+def test_trickle_fails_at_total_deadline(rx):
+    """A byte every 0.3 s defeats per-read timeouts but not a total deadline."""
+    rx.responses.append(Reply(200, body=b"x" * 100, trickle=0.3))
+    started = time.monotonic()
+    result = deliver(rx, timeout=1.0)
+    elapsed = time.monotonic() - started
+    assert result.status is None and not result.ok
+    assert result.error == "timed out after 1.0 s"
+    assert 0.9 <= elapsed <= 2.0
+
+
+def test_trickled_headers_fail_at_total_deadline(rx):
+    """Headers dripped byte by byte can't keep the exchange alive past the deadline."""
+    rx.responses.append(Reply(200, trickle=0.2, trickle_head=True))
+    started = time.monotonic()
+    result = deliver(rx, timeout=1.0)
+    elapsed = time.monotonic() - started
+    assert (result.status, result.error) == (None, "timed out after 1.0 s")
+    assert 0.9 <= elapsed <= 2.0
+
+
+def test_trickle_within_deadline_succeeds(rx):
+    """A slow but finite response that completes in time is a normal success."""
+    rx.responses.append(Reply(202, body=b"abc", trickle=0.005, trickle_head=True))
+    result = deliver(rx, timeout=2.0)
+    assert (result.status, result.error) == (202, None)
+
+
+# --- destination checks -------------------------------------------------------
+
+
+def test_localhost_refused_by_default(rx):
+    """Loopback is refused before connecting, and the error names the address."""
+    result = deliver(rx, allow_private=False)
+    assert result.status is None
+    assert result.error == "destination address 127.0.0.1 is not allowed"
+    assert not rx.wait_for(1, timeout=0.2)
+
+
+def test_localhost_allowed_when_private_allowed(rx):
+    """allow_private=True is the escape hatch for tests and on-prem receivers."""
+    assert deliver(rx, allow_private=True).ok
+    assert rx.wait_for(1)
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "10.0.0.1",
+        "172.16.5.4",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "0.0.0.0",
+        "[::1]",
+        "[::ffff:127.0.0.1]",
+        "[::ffff:10.0.0.1]",
+    ],
+)
+def test_private_literals_refused_without_connecting(host):
+    """IP literals skip DNS but not the check; nothing is contacted."""
+    result = post(f"https://{host}:{closed_port()}/hook", BODY, {}, timeout=1.0)
+    assert result.status is None
+    assert result.error == f"destination address {host.strip('[]')} is not allowed"
+    assert result.duration_ms < 100
+
+
+@pytest.mark.parametrize(
+    ("address", "allowed"),
+    [
+        ("8.8.8.8", True),
+        ("1.1.1.1", True),
+        ("2606:4700:4700::1111", True),
+        ("127.0.0.1", False),
+        ("127.8.9.10", False),
+        ("10.1.2.3", False),
+        ("172.31.255.255", False),
+        ("192.168.0.1", False),
+        ("169.254.169.254", False),  # cloud metadata endpoint
+        ("100.64.0.1", False),  # CGNAT
+        ("100.127.255.254", False),
+        ("224.0.0.1", False),
+        ("240.0.0.1", False),
+        ("0.0.0.0", False),
+        ("255.255.255.255", False),
+        ("::1", False),
+        ("::", False),
+        ("fe80::1", False),
+        ("fe80::1%1", False),
+        ("fc00::1", False),
+        ("ff02::1", False),
+        ("::ffff:127.0.0.1", False),
+        ("::ffff:100.64.0.1", False),
+        ("::ffff:8.8.8.8", True),
+        ("2002:a00:1::", False),  # 6to4 wrapping 10.0.0.1
+        ("not an ip", False),
+    ],
+)
+def test_is_allowed_address(address, allowed):
+    """Internal, special-purpose and IPv4-mapped internal addresses are refused."""
+    assert is_allowed_address(address) is allowed
+
+
+# --- refusals and failures ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://localhost/hook",
+        "ftp://example.com/x",
+        "localhost/hook",
+        "",
+        "https:///nohost",
+    ],
+)
+def test_non_https_refused(rx, url):
+    """Anything but an https URL with a host is refused without a connection."""
+    result = post(url, BODY, {}, allow_private=True)
+    assert result.status is None and result.error
+    assert not result.ok
+
+
+def test_plain_http_url_to_live_receiver_is_not_contacted(rx):
+    """Even a reachable http:// URL is never connected to."""
+    result = post(rx.url.replace("https://", "http://"), BODY, {}, allow_private=True)
+    assert result.error == "only https:// URLs are allowed"
+    assert not rx.wait_for(1, timeout=0.2)
+    assert rx.errors == []
+
+
+def test_untrusted_ca_is_a_tls_error(rx):
+    """Without the receiver's CA in the bundle, the system store rejects its cert."""
+    result = deliver(rx, ca_bundle=None)
+    assert result.status is None
+    assert result.error.startswith("TLS certificate verification failed")
+    assert not rx.wait_for(1, timeout=0.2)
+
+
+def test_certificate_checked_against_url_hostname(rx):
+    """A cert for localhost does not pass for 127.0.0.1, even from a trusted CA."""
+    result = deliver(rx, url=f"https://127.0.0.1:{rx.port}/hook")
+    assert result.status is None
+    assert "TLS certificate verification failed" in result.error
+    assert "127.0.0.1" in result.error
+
+
+def test_unknown_host_fails_without_raising():
+    """A name that cannot resolve is a DNS error (or timeout), never an exception."""
+    started = time.monotonic()
+    result = post("https://does-not-exist.invalid/hook", BODY, {}, timeout=1.0)
+    assert result.status is None and not result.ok
+    assert "does-not-exist.invalid" in result.error or result.error.startswith(
+        "timed out"
+    )
+    assert time.monotonic() - started <= 2.0
+
+
+def test_connection_refused_is_reported():
+    """Nothing listening is a connection error, not an exception."""
+    result = post(
+        f"https://localhost:{closed_port()}/hook",
+        BODY,
+        {},
+        allow_private=True,
+        timeout=1.0,
+    )
+    assert result.status is None
+    assert result.error.startswith("connection failed")
+
+
+def test_caller_bugs_raise():
+    """A non-positive timeout or a str body is a bug, not a delivery failure."""
+    with pytest.raises(ValueError):
+        post("https://example.com/", BODY, {}, timeout=0)
+    with pytest.raises(TypeError):
+        post("https://example.com/", BODY.decode(), {})
