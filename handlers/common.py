@@ -7,7 +7,7 @@ import orjson
 from connexion import context
 
 from models.tenancy import Risk
-from riskapi import bulk, query, render
+from riskapi import bulk, outbox, query, render
 from riskapi.app import settings
 from riskapi.errors import ApiError
 from riskapi.pagination import Paginator
@@ -98,10 +98,21 @@ def create_objects(model, user, risk, include):
         attempt = bulk.Errors(errors)
         rows = bulk.plan_create(model, profile, payload, attempt)
         bulk.fail_if(attempt)
-        return bulk.insert(model, profile, rows)
+        created = _created(model, bulk.insert(model, profile, rows), include)
+        emit(profile, created, "created")
+        return created
 
-    stored = bulk.transaction(work)
-    return respond(201, {"data": _created(model, stored, include)})
+    return respond(201, {"data": bulk.transaction(work)})
+
+
+def emit(profile, changed: list[dict], action: str) -> None:
+    """Record one event per changed object, in the write's transaction."""
+    by_event: dict = {}
+    for item in changed:
+        if item["object"] != "address":
+            by_event.setdefault(f"{item['object']}.{action}", []).append({**item, "risk": str(profile.uuid)})
+    for event, payloads in by_event.items():
+        outbox.record(profile.agency_id, event, payloads)
 
 
 def _created(model, stored: list[dict], include) -> list[dict]:

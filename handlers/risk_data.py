@@ -17,7 +17,9 @@ def update_risk_data(user, risk):
         attempt = bulk.Errors(errors)
         plan = bulk.plan_update(profile, payload, attempt)
         bulk.fail_if(attempt)
-        return bulk.apply_update(profile, plan)
+        updated = bulk.apply_update(profile, plan)
+        common.emit(profile, updated, "updated")
+        return updated
 
     return common.respond(200, {"data": bulk.transaction(work)})
 
@@ -31,7 +33,9 @@ def delete_risk_data(user, risk):
         attempt = bulk.Errors(errors)
         plan = bulk.plan_delete(profile, payload, attempt)
         bulk.fail_if(attempt)
-        return bulk.apply_delete(profile, plan)
+        deleted = bulk.apply_delete(profile, plan)
+        common.emit(profile, deleted, "deleted")
+        return deleted
 
     return common.respond(200, {"data": bulk.transaction(work)})
 

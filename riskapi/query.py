@@ -35,8 +35,9 @@ class ListSpec:
     def __init__(self, operation_id: str, model):
         self.model = model
         self.filters = spec.parameter(operation_id, "filter")["schema"]["properties"]
-        sorts = spec.parameter(operation_id, "sort")["schema"]["items"]["enum"]
-        self.sorts = {name.lstrip("-") for name in sorts}
+        sort_schema = spec.parameter(operation_id, "sort")["schema"]
+        self.sorts = {name.lstrip("-") for name in sort_schema["items"]["enum"]}
+        self.default_sort = list(sort_schema.get("default", ["number"]))
         self.signature = operation_id
 
     def field(self, name: str) -> peewee.Field:
@@ -45,7 +46,7 @@ class ListSpec:
 
     def keys(self, sort: list | None) -> list[Key]:
         """Return the ordering keys of a sort, ended by the unique id."""
-        names = sort or ["number"]
+        names = sort or self.default_sort
         keys, seen = [], set()
         for name in names:
             bare = name.lstrip("-")
@@ -57,7 +58,7 @@ class ListSpec:
 
     def signature_of(self, sort: list | None) -> str:
         """Name the ordering so a cursor cannot be replayed on another one."""
-        return self.signature + ":" + ",".join(sort or ["number"])
+        return self.signature + ":" + ",".join(sort or self.default_sort)
 
     def apply(self, query, risk_id: int, filters: dict | None):
         """Return the query narrowed by every filter."""

@@ -1,0 +1,127 @@
+"""Fixtures: the real app served by uvicorn on a free port, and fresh tenants per test."""
+
+import os
+import socket
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+
+import httpx
+import pytest
+import uvicorn
+
+import models
+from riskapi.config import Settings
+
+if not os.environ.get("DATABASE_URL"):
+    os.environ["DATABASE_URL"] = "sqlite:///" + os.path.join(tempfile.mkdtemp(prefix="riskapi-test-"), "test.db")
+os.environ.setdefault("RISKAPI_VALIDATE_RESPONSES", "1")
+
+
+def free_port() -> int:
+    """Return a free TCP port on loopback."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def reset_database(url: str) -> None:
+    """Drop and recreate every table, so a run starts from nothing."""
+    models.bind(url)
+    with models.db.connection_context():
+        models.db.drop_tables(models.all_models(), safe=True, cascade=not url.startswith("sqlite"))
+    models.upgrade()
+
+
+class ServerThread:
+    """A uvicorn server running an app in a background thread."""
+
+    def __init__(self, app, port: int):
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.url = f"http://127.0.0.1:{port}"
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.monotonic() + 15
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    """Settings of the test run, from the environment."""
+    return Settings.from_env()
+
+
+@pytest.fixture(scope="session")
+def server(settings):
+    """The real app, served over HTTP."""
+    from riskapi.app import create_app
+
+    reset_database(settings.database_url)
+    app = create_app(settings)
+    with ServerThread(app, free_port()) as running:
+        yield running
+
+
+@pytest.fixture
+def client(server):
+    """An HTTP client of the running app."""
+    with httpx.Client(base_url=server.url + "/api/v1", timeout=30) as http:
+        yield http
+
+
+@dataclass
+class Tenant:
+    """An agency with a token and a risk profile."""
+
+    agency: object
+    token: str
+    risk: str
+    risk_type: str
+
+    @property
+    def headers(self) -> dict:
+        """Authorization headers of the tenant."""
+        return {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+
+    def url(self, suffix: str = "") -> str:
+        """Return a path under this tenant's risk profile."""
+        return f"/risks/{self.risk}/data{suffix}"
+
+
+def make_tenant(risk_type: str = "commercial", webhook_limit: int = 10) -> Tenant:
+    """Create an agency, a token and a risk profile directly in the database."""
+    from models.tenancy import Agency, Risk, Token
+
+    with models.db.connection_context():
+        agency = Agency.create(name="Agency", webhook_limit=webhook_limit)
+        token = Token.issue(agency)
+        risk = Risk.create(agency=agency, type=risk_type, name="Risk")
+    return Tenant(agency=agency, token=token, risk=str(risk.uuid), risk_type=risk_type)
+
+
+@pytest.fixture
+def tenant(server) -> Tenant:
+    """A fresh agency with a commercial risk profile."""
+    return make_tenant()
+
+
+@pytest.fixture
+def other_tenant(server) -> Tenant:
+    """A second, unrelated agency."""
+    return make_tenant("personal")
+
+
+def items(kind: str, *datas, **extra) -> dict:
+    """Build a bulk create body."""
+    return {"data": [{"object": kind, "data": data, **extra} for data in datas]}
