@@ -119,7 +119,8 @@ def plan_create(model, risk, body, errors: Errors) -> list:
     if errors:
         return []
     now, used = utcnow(), {n for _, n, _ in numbered}
-    next_number = model.next_number(risk.id)
+    # Auto numbers continue after the highest number, the request's explicit ones included.
+    next_number = max([model.next_number(risk.id), *(n + 1 for n in used)])
     blank = {name: None for name in render.fields(model) if name not in model.REFERENCES}
     rows = []
     for i, values in entries:
