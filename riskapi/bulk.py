@@ -132,7 +132,7 @@ def plan_create(model, risk, body, errors: Errors) -> list:
                 next_number += 1
             row["number"] = next_number
             used.add(next_number)
-        rows.append((row, values.get("address")))
+        rows.append((row, values.get("address") if "address" not in model._meta.fields else None))
     return rows
 
 
@@ -162,15 +162,15 @@ def plan_update(risk, body, errors: Errors) -> list:
     check_profile_type(risk, items, errors)
     by_kind: dict = {}
     for i, item, values in _dicts(items):
-        if item.get("object") in KINDS:
+        if isinstance(item.get("object"), str) and item["object"] in KINDS:
             by_kind.setdefault(item["object"], []).append((i, item, values))
     plan = []
     for kind, entries in by_kind.items():
         model = KINDS[kind]
         ids = _existing(model, risk, [(i, item) for i, item, _ in entries], errors)
-        found = [(i, item, values) for i, item, values in entries if (i, item.get("uuid")) in ids]
+        found = [(i, item, values) for i, item, values in entries if i in ids]
         numbered = [
-            (i, v["number"], ids[(i, item["uuid"])])
+            (i, v["number"], ids[i])
             for i, item, v in found
             if _is_int(v.get("number")) and errors.clean(f"data.{i}.data.number")
         ]
@@ -179,14 +179,14 @@ def plan_update(risk, body, errors: Errors) -> list:
         refs = resolve_references(model, risk, [(i, v) for i, _, v in found], errors)
         if model is Driver:
             _check_nested_addresses(found, ids, errors)
-        plan.extend((i, model, ids[(i, item["uuid"])], values, refs) for i, item, values in found)
+        plan.extend((i, model, ids[i], values, refs) for i, item, values in found)
     return sorted(plan, key=lambda step: step[0])
 
 
 def _existing(model, risk, entries, errors: Errors) -> dict:
-    """Map (index, uuid) to ids of the objects that exist; report the rest and repeats."""
-    wanted = [(i, item.get("uuid")) for i, item in entries if errors.clean(f"data.{i}.uuid")]
-    known = model.ids_by_uuid(risk.id, [u for _, u in wanted if isinstance(u, str)])
+    """Map item indexes to ids of the objects that exist; report the rest and repeats."""
+    wanted = [(i, item["uuid"]) for i, item in entries if isinstance(item.get("uuid"), str) and errors.clean(f"data.{i}.uuid")]
+    known = model.ids_by_uuid(risk.id, [u for _, u in wanted])
     ids, seen = {}, set()
     for i, value in wanted:
         path = f"data.{i}.uuid"
@@ -196,7 +196,7 @@ def _existing(model, risk, entries, errors: Errors) -> dict:
         elif key not in known:
             errors.add(path, NOT_FOUND.format(path))
         else:
-            ids[(i, value)] = known[key]
+            ids[i] = known[key]
         seen.add(key)
     return ids
 
@@ -206,11 +206,11 @@ def _check_nested_addresses(found, ids, errors: Errors) -> None:
     nested = [(i, item, v["address"]) for i, item, v in found if isinstance(v.get("address"), dict)]
     if not nested:
         return
-    driver_ids = [ids[(i, item["uuid"])] for i, item, _ in nested]
+    driver_ids = [ids[i] for i, _, _ in nested]
     having = {d for (d,) in Address.select(Address.driver).where(Address.driver.in_(driver_ids)).tuples()}
     full = compiled(spec.schema("AddressCreateData"))
     for i, item, address in nested:
-        if ids[(i, item["uuid"])] not in having and isinstance(address.get("data"), dict):
+        if ids[i] not in having and isinstance(address.get("data"), dict):
             prefix = f"data.{i}.data.address.data"
             for path, messages in full.errors(address["data"], prefix).items():
                 for message in messages:
@@ -261,7 +261,7 @@ def plan_delete(risk, body, errors: Errors) -> list:
         model = KINDS[kind]
         entries = [(i, item) for i, item in enumerate(items) if isinstance(item, dict) and item.get("object") == kind]
         ids = _existing(model, risk, entries, errors)
-        plan.extend((i, model, object_id, value) for (i, value), object_id in ids.items())
+        plan.extend((i, model, object_id, items[i]["uuid"]) for i, object_id in ids.items())
     premises = {object_id: i for i, model, object_id, _ in plan if model is Premise}
     if premises:
         going = {object_id for _, model, object_id, _ in plan if model is Building}

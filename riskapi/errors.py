@@ -23,9 +23,11 @@ class ApiError(Exception):
 class ValidationFailed(Exception):
     """Raised when parameters or body values are invalid."""
 
-    def __init__(self, errors: dict):
+    def __init__(self, errors: dict, selectable: bool = True):
         super().__init__(errors)
         self.errors = errors
+        # Precognition-Validate-Only selects among body fields; parameter errors always stand.
+        self.selectable = selectable
 
 
 def json_response(status: int, body, headers=None) -> ConnexionResponse:
@@ -63,14 +65,16 @@ def select_errors(errors: dict, only: list[str]) -> dict:
                 return True
         return False
 
-    return {path: messages for path, messages in errors.items() if wanted(path)}
+    # Errors of the request as a whole (no body, no items) are never deselected.
+    return {path: messages for path, messages in errors.items() if "." not in path or wanted(path)}
 
 
-def validation_response(request, errors: dict) -> ConnexionResponse:
+def validation_response(request, errors: dict, selectable: bool = True) -> ConnexionResponse:
     """Answer 422 with every error, or 204 when a dry-run's selected fields pass."""
     headers = {}
     if _is_precognitive(request):
-        errors = select_errors(errors, validate_only(request.headers))
+        if selectable:
+            errors = select_errors(errors, validate_only(request.headers))
         if not errors:
             return ConnexionResponse(status_code=204, body=b"", headers={"Precognition-Success": "true"})
         headers["Precognition-Success"] = "false"
@@ -79,7 +83,7 @@ def validation_response(request, errors: dict) -> ConnexionResponse:
 
 
 def _on_validation(request, exc: ValidationFailed):
-    return validation_response(request, exc.errors)
+    return validation_response(request, exc.errors, exc.selectable)
 
 
 def _on_api_error(request, exc: ApiError):
@@ -106,8 +110,10 @@ def _on_problem(request, exc):
     headers = {}
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
-    if status == 405 and getattr(exc, "headers", None):
-        headers.update({k: v for k, v in exc.headers.items() if k.lower() == "allow"})
+    if status == 405:
+        from riskapi.spec import allowed_methods
+
+        headers["Allow"] = ", ".join(allowed_methods(request.url.path))
     return json_response(status, {"message": message, "status": status}, headers)
 
 

@@ -82,7 +82,7 @@ class ParamValidator(ParameterValidator):
             if value is not None:
                 errors.update(compiled(param["schema"]).errors(value, param["name"]))
         if errors:
-            raise ValidationFailed(errors)
+            raise ValidationFailed(errors, selectable=False)
 
     @staticmethod
     def _check_query(param, value, errors):

@@ -2,6 +2,7 @@
 
 import functools
 import pathlib
+import re
 
 import yaml
 from connexion.json_schema import ExtendedSafeLoader, resolve_refs
@@ -49,3 +50,24 @@ def parameter(operation_id: str, name: str) -> dict:
 def data_fields(name: str) -> tuple[str, ...]:
     """Return the property names of an object's `data` in its response schema."""
     return tuple(schema(name)["properties"]["data"]["properties"])
+
+
+_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+
+@functools.lru_cache(maxsize=1)
+def _routes() -> list:
+    base = resolved()["servers"][0]["url"].rstrip("/")
+    routes = []
+    for path, item in resolved()["paths"].items():
+        pattern = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(base + path))
+        routes.append((re.compile(f"^{pattern}/?$"), sorted(m.upper() for m in item if m in _METHODS)))
+    return routes
+
+
+def allowed_methods(path: str) -> list[str]:
+    """Return the methods the spec declares for a request path (for the Allow header)."""
+    for pattern, methods in _routes():
+        if pattern.match(path):
+            return methods
+    return []
