@@ -154,3 +154,20 @@ def test_bad_filter_values(client, tenant):
     )
     assert response.status_code == 422
     assert set(response.json()["message"]) == {"filter[number]", "filter[is_employee]", "filter[created]"}
+
+
+def test_concurrent_creates_get_distinct_numbers(client, tenant, server):
+    import concurrent.futures
+
+    import httpx
+
+    def worker(n):
+        with httpx.Client(base_url=server.url + "/api/v1", timeout=60) as http:
+            response = http.post(tenant.url("/drivers"), json=items("driver", *[{"first_name": f"w{n}"}] * 5), headers=tenant.headers)
+            return response.status_code, [d["data"]["number"] for d in response.json().get("data", [])]
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(worker, range(16)))
+    assert {status for status, _ in results} == {201}
+    numbers = [n for _, batch in results for n in batch]
+    assert sorted(numbers) == list(range(1, 81))
