@@ -11,7 +11,7 @@ db = peewee.DatabaseProxy()
 
 def utcnow() -> datetime.datetime:
     """Return the current UTC time, naive, as stored in the database."""
-    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
 
 
 def bind(database_url: str) -> peewee.Database:

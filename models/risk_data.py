@@ -2,7 +2,7 @@
 
 import peewee
 
-from models import BaseModel, PublicModel
+from models import PublicModel
 from models.tenancy import Risk
 
 

@@ -40,7 +40,9 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
     )
     errors.register(app)
     app.add_middleware(HeadersMiddleware, position=MiddlewarePosition.BEFORE_EXCEPTION)
-    app.add_middleware(BodyMiddleware, position=MiddlewarePosition.BEFORE_ROUTING, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyMiddleware, position=MiddlewarePosition.BEFORE_ROUTING, max_body_bytes=settings.max_body_bytes
+    )
 
     flask_app = app.app
     flask_app.config["RISKAPI"] = settings

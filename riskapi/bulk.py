@@ -113,7 +113,9 @@ def plan_create(model, risk, body, errors: Errors) -> list:
     items = _items(body)
     check_profile_type(risk, items, errors)
     entries = list((i, d) for i, _, d in _dicts(items))
-    numbered = [(i, d["number"], None) for i, d in entries if _is_int(d.get("number")) and errors.clean(f"data.{i}.data.number")]
+    numbered = [
+        (i, d["number"], None) for i, d in entries if _is_int(d.get("number")) and errors.clean(f"data.{i}.data.number")
+    ]
     check_numbers(model, risk, numbered, errors)
     refs = resolve_references(model, risk, entries, errors)
     if errors:
@@ -142,12 +144,18 @@ def insert(model, risk, rows: list) -> list[dict]:
     for start in range(0, len(stored), 500):
         chunk = stored[start : start + 500]
         ids = model.insert_many(chunk).returning(model.id).tuples().execute()
-        for row, (new_id,) in zip(chunk, ids):
+        for row, (new_id,) in zip(chunk, ids, strict=False):
             row["id"] = new_id
     addresses = []
     for row, nested in rows:
         if nested:
-            address = {"risk": risk.id, "driver": row["id"], "uuid": uuid.uuid4(), "created": row["created"], "updated": row["created"]}
+            address = {
+                "risk": risk.id,
+                "driver": row["id"],
+                "uuid": uuid.uuid4(),
+                "created": row["created"],
+                "updated": row["created"],
+            }
             address.update(columns(Address, {k: None for k in render.fields(Address)}))
             address.update(columns(Address, nested["data"]))
             addresses.append(address)
@@ -185,7 +193,9 @@ def plan_update(risk, body, errors: Errors) -> list:
 
 def _existing(model, risk, entries, errors: Errors) -> dict:
     """Map item indexes to ids of the objects that exist; report the rest and repeats."""
-    wanted = [(i, item["uuid"]) for i, item in entries if isinstance(item.get("uuid"), str) and errors.clean(f"data.{i}.uuid")]
+    wanted = [
+        (i, item["uuid"]) for i, item in entries if isinstance(item.get("uuid"), str) and errors.clean(f"data.{i}.uuid")
+    ]
     known = model.ids_by_uuid(risk.id, [u for _, u in wanted])
     ids, seen = {}, set()
     for i, value in wanted:
@@ -209,7 +219,7 @@ def _check_nested_addresses(found, ids, errors: Errors) -> None:
     driver_ids = [ids[i] for i, _, _ in nested]
     having = {d for (d,) in Address.select(Address.driver).where(Address.driver.in_(driver_ids)).tuples()}
     full = compiled(spec.schema("AddressCreateData"))
-    for i, item, address in nested:
+    for i, _item, address in nested:
         if ids[i] not in having and isinstance(address.get("data"), dict):
             prefix = f"data.{i}.data.address.data"
             for path, messages in full.errors(address["data"], prefix).items():
@@ -228,13 +238,20 @@ def apply_update(risk, plan: list) -> list[dict]:
         row["updated"] = now
         model.update(row).where(model.id == object_id).execute()
         if model is Address:
-            Driver.update(updated=now).where(Driver.id == Address.select(Address.driver).where(Address.id == object_id)).execute()
+            Driver.update(updated=now).where(
+                Driver.id == Address.select(Address.driver).where(Address.id == object_id)
+            ).execute()
         nested = values.get("address", False) if model is Driver else False
         if nested is not False:
             _write_nested_address(risk, object_id, nested, now)
-    for i, model, object_id, values, _ in plan:
+    for _, model, object_id, values, _ in plan:
         current = render.select(model).where(model.id == object_id).get()
-        item = {"object": model.OBJECT, "uuid": str(current["uuid"]), "data": render.data(model, current), "profile_type": risk.type}
+        item = {
+            "object": model.OBJECT,
+            "uuid": str(current["uuid"]),
+            "data": render.data(model, current),
+            "profile_type": risk.type,
+        }
         if model is Driver and "address" in values:
             address = Address.select().where(Address.driver == object_id).dicts().first()
             item["data"]["address"] = render.envelope(Address, address) if address else None

@@ -4,8 +4,8 @@ import base64
 import datetime
 import functools
 import hashlib
-import operator
 import hmac
+import operator
 import uuid
 from urllib.parse import urlencode
 
@@ -124,14 +124,14 @@ class Paginator:
             data = orjson.loads(payload)
             if data["s"] != self.signature or len(data["v"]) != len(self.keys):
                 raise ValueError("another list")
-            values = [key.load(raw) for key, raw in zip(self.keys, data["v"])]
+            values = [key.load(raw) for key, raw in zip(self.keys, data["v"], strict=False)]
             return values, bool(data["n"])
         except (ValueError, TypeError, KeyError, AttributeError, orjson.JSONDecodeError):
             raise ValidationFailed(BAD_CURSOR) from None
 
     def _position(self, values: list, flip: bool):
         clauses, equal = [], []
-        for key, value in zip(self.keys, values):
+        for key, value in zip(self.keys, values, strict=False):
             after = key.after(value, flip)
             if after is not None:
                 clauses.append(functools.reduce(operator.and_, equal + [after]) if equal else after)

@@ -7,7 +7,7 @@ import peewee
 
 from riskapi import spec
 
-UTC = datetime.timezone.utc
+UTC = datetime.UTC
 
 
 def timestamp(value: datetime.datetime) -> str:
@@ -15,7 +15,7 @@ def timestamp(value: datetime.datetime) -> str:
     return value.replace(tzinfo=UTC).isoformat()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fields(model) -> tuple[str, ...]:
     """Return the `data` properties of a model's response schema in the spec."""
     return spec.data_fields(model.__name__)

@@ -109,7 +109,11 @@ def _rs_schema(node):
         return [_rs_schema(item) for item in node]
     if not isinstance(node, dict):
         return node
-    out = {k: _rs_schema(v) for k, v in node.items() if not k.startswith("x-") and k not in {"nullable", "discriminator", "example"}}
+    out = {
+        k: _rs_schema(v)
+        for k, v in node.items()
+        if not k.startswith("x-") and k not in {"nullable", "discriminator", "example"}
+    }
     if node.get("nullable"):
         return {"anyOf": [{"type": "null"}, out]}
     return out

@@ -38,7 +38,9 @@ class ServerThread:
     """A uvicorn server running an app in a background thread."""
 
     def __init__(self, app, port: int):
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+        )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.url = f"http://127.0.0.1:{port}"
 
@@ -125,3 +127,67 @@ def other_tenant(server) -> Tenant:
 def items(kind: str, *datas, **extra) -> dict:
     """Build a bulk create body."""
     return {"data": [{"object": kind, "data": data, **extra} for data in datas]}
+
+
+# ---- webhooks (issue 3) ---------------------------------------------------------------------------
+# Tests and development deliver to https://localhost: the API must accept it as a webhook host.
+os.environ.setdefault("RISKAPI_WEBHOOK_ALLOW_PRIVATE", "1")
+
+
+def webhook_items(*datas) -> dict:
+    """Build a webhook create body."""
+    return {"data": [{"object": "webhook", "data": data} for data in datas]}
+
+
+def make_webhook(
+    client, tenant, url="https://hooks.example.com/in", events=("driver.created",), type_="custom", **extra
+) -> dict:
+    """Create one webhook through the API and return it."""
+    body = webhook_items({"type": type_, "url": url, "events": list(events), **extra})
+    response = client.post("/webhooks", json=body, headers=tenant.headers)
+    assert response.status_code == 201, response.text
+    return response.json()["data"][0]
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    """A real Redis: RISKAPI_TEST_REDIS_URL, the one on 127.0.0.1:6379, or an embedded one started here."""
+    from tests.webhook_support import EmbeddedRedis, shared_redis_url
+
+    url = shared_redis_url()
+    if url:
+        yield url
+        return
+    with EmbeddedRedis() as embedded:
+        yield embedded.url
+
+
+@pytest.fixture
+def receiver():
+    """A real HTTPS webhook receiver on localhost with a test CA."""
+    from tests.receiver import Receiver
+
+    with Receiver() as rx:
+        yield rx
+
+
+@pytest.fixture
+def start_worker(server, settings, redis_url, receiver):
+    """Start `riskapi worker` processes (own queue, short delays, trusting the receiver's CA); stopped after the test."""
+    from tests.webhook_support import WorkerProcess, delete_queue, drain_pending, new_queue_name
+
+    drain_pending()
+    started = []
+    queue = new_queue_name()
+
+    def start(**overrides):
+        overrides.setdefault("ca_bundle", receiver.ca_path)
+        worker = WorkerProcess(settings.database_url, overrides.pop("redis_url", redis_url), queue, **overrides)
+        started.append(worker)
+        return worker.start()
+
+    yield start
+    for worker in started:
+        worker.stop()
+    for url in {worker.redis_url for worker in started}:
+        delete_queue(url, queue)

@@ -63,7 +63,9 @@ def main(argv=None) -> int:
     parser.add_argument("extra", nargs="*", help="more schemathesis arguments")
     args = parser.parse_args(argv)
 
-    os.environ.setdefault("DATABASE_URL", "sqlite:///" + os.path.join(tempfile.mkdtemp(prefix="riskapi-fuzz-"), "fuzz.db"))
+    os.environ.setdefault(
+        "DATABASE_URL", "sqlite:///" + os.path.join(tempfile.mkdtemp(prefix="riskapi-fuzz-"), "fuzz.db")
+    )
     os.environ["RISKAPI_VALIDATE_RESPONSES"] = "1"
     settings = Settings.from_env()
     reset_database(settings.database_url)
@@ -75,9 +77,22 @@ def main(argv=None) -> int:
         base = server.url + "/api/v1"
         parameters = seed(base, tenant)
         command = [
-            sys.executable, "-m", "schemathesis.cli", "--config-file", config(tenant.token, parameters, args.max_examples),
-            "run", base + "/openapi.json", "--checks", "all", "--seed", str(args.seed),
-            "--generation-deterministic", "--workers", "1", "--no-color", *args.extra,
+            sys.executable,
+            "-m",
+            "schemathesis.cli",
+            "--config-file",
+            config(tenant.token, parameters, args.max_examples),
+            "run",
+            base + "/openapi.json",
+            "--checks",
+            "all",
+            "--seed",
+            str(args.seed),
+            "--generation-deterministic",
+            "--workers",
+            "1",
+            "--no-color",
+            *args.extra,
         ]
         print("$", " ".join(command), flush=True)
         code = subprocess.call(command)

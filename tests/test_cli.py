@@ -12,7 +12,9 @@ from tests.conftest import ServerThread, free_port
 
 def run(db_url, *args):
     env = {**os.environ, "DATABASE_URL": db_url}
-    out = subprocess.run([sys.executable, "-m", "riskapi.cli", *args], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "riskapi.cli", *args], env=env, capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout)
 
 
@@ -36,7 +38,8 @@ def test_agency_token_risk_then_the_token_works(tmp_path):
         app = create_app(Settings(database_url=url, validate_responses=True))
         with ServerThread(app, free_port()) as server:
             response = httpx.get(
-                f"{server.url}/api/v1/risks/{risk['uuid']}/data/drivers", headers={"Authorization": f"Bearer {token['token']}"}
+                f"{server.url}/api/v1/risks/{risk['uuid']}/data/drivers",
+                headers={"Authorization": f"Bearer {token['token']}"},
             )
             assert response.status_code == 200 and response.json()["data"] == []
     finally:

@@ -20,7 +20,13 @@ def test_create_returns_full_envelope_with_normalised_dates(client, tenant):
     [driver] = create(
         client,
         tenant,
-        {"first_name": "Ann", "date_of_birth": "02/03/1990", "hire_date": "2020-01-31", "is_employee": True, "license_state": "CA"},
+        {
+            "first_name": "Ann",
+            "date_of_birth": "02/03/1990",
+            "hire_date": "2020-01-31",
+            "is_employee": True,
+            "license_state": "CA",
+        },
     )
     assert driver["object"] == "driver"
     assert driver["data"]["number"] == 1
@@ -50,8 +56,12 @@ def test_duplicate_number_is_refused_and_nothing_is_written(client, tenant):
 
 
 def test_vehicle_by_uuid_or_number_and_unknown_vehicle(client, tenant, other_tenant):
-    vehicle = client.post(tenant.url("/vehicles"), json=items("vehicle", {"make": "Ford"}), headers=tenant.headers).json()["data"][0]
-    foreign = client.post(other_tenant.url("/vehicles"), json=items("vehicle", {}), headers=other_tenant.headers).json()["data"][0]
+    vehicle = client.post(
+        tenant.url("/vehicles"), json=items("vehicle", {"make": "Ford"}), headers=tenant.headers
+    ).json()["data"][0]
+    foreign = client.post(
+        other_tenant.url("/vehicles"), json=items("vehicle", {}), headers=other_tenant.headers
+    ).json()["data"][0]
     by_uuid, by_number = create(client, tenant, {"vehicle": vehicle["uuid"]}, {"vehicle": vehicle["data"]["number"]})
     assert by_uuid["relations"]["vehicle"] == vehicle["uuid"] == by_number["data"]["vehicle"]
     body = create(client, tenant, {"vehicle": foreign["uuid"]}, {"vehicle": 99}, expect=422)
@@ -62,20 +72,34 @@ def test_vehicle_by_uuid_or_number_and_unknown_vehicle(client, tenant, other_ten
 
 
 def test_nested_address_and_include(client, tenant):
-    address = {"object": "address", "data": {"address": "1 Main St", "city": "Austin", "state": "TX", "zip": "78701", "lat": 30.2}}
+    address = {
+        "object": "address",
+        "data": {"address": "1 Main St", "city": "Austin", "state": "TX", "zip": "78701", "lat": 30.2},
+    }
     [driver] = create(client, tenant, {"first_name": "Al", "address": address}, include="address")
     included = driver["relations"]["address"]
     assert included["object"] == "address"
     assert included["data"] == {
-        "address": "1 Main St", "address2": None, "city": "Austin", "state": "TX",
-        "zip": "78701", "county": None, "lat": 30.2, "lng": None,
+        "address": "1 Main St",
+        "address2": None,
+        "city": "Austin",
+        "state": "TX",
+        "zip": "78701",
+        "county": None,
+        "lat": 30.2,
+        "lng": None,
     }
     assert listing(client, tenant)["data"][0]["relations"]["address"] is None
     assert listing(client, tenant, include="address")["data"][0]["relations"]["address"]["uuid"] == included["uuid"]
 
 
 def test_nested_address_errors_use_dotted_paths(client, tenant):
-    body = create(client, tenant, {"address": {"object": "address", "data": {"address": "x", "state": "ZZ", "zip": "1"}}}, expect=422)
+    body = create(
+        client,
+        tenant,
+        {"address": {"object": "address", "data": {"address": "x", "state": "ZZ", "zip": "1"}}},
+        expect=422,
+    )
     assert body["message"] == {
         "data.0.data.address.data.city": ["The data.0.data.address.data.city field is required."],
         "data.0.data.address.data.state": ["The selected data.0.data.address.data.state is invalid."],
@@ -84,7 +108,9 @@ def test_nested_address_errors_use_dotted_paths(client, tenant):
 
 
 def test_profile_type_must_match_the_risk_profile(client, tenant):
-    response = client.post(tenant.url("/drivers"), json=items("driver", {}, profile_type="personal"), headers=tenant.headers)
+    response = client.post(
+        tenant.url("/drivers"), json=items("driver", {}, profile_type="personal"), headers=tenant.headers
+    )
     assert response.status_code == 422
     assert response.json()["message"] == {"data.0.profile_type": ["The selected data.0.profile_type is invalid."]}
 
@@ -93,8 +119,24 @@ def test_filters(client, tenant):
     create(
         client,
         tenant,
-        {"first_name": "Anna", "last_name": "Smith", "is_employee": True, "license_state": "CA", "sex": "female", "year_licensed": 2001, "license_expiration": "2027-05-01"},
-        {"first_name": "Bob", "last_name": "Jones", "is_employee": False, "license_state": "NY", "sex": "male", "year_licensed": 2005, "license_expiration": "2030-01-01"},
+        {
+            "first_name": "Anna",
+            "last_name": "Smith",
+            "is_employee": True,
+            "license_state": "CA",
+            "sex": "female",
+            "year_licensed": 2001,
+            "license_expiration": "2027-05-01",
+        },
+        {
+            "first_name": "Bob",
+            "last_name": "Jones",
+            "is_employee": False,
+            "license_state": "NY",
+            "sex": "male",
+            "year_licensed": 2005,
+            "license_expiration": "2030-01-01",
+        },
         {"first_name": "Hannah", "last_name": "Banner", "license_state": "TX", "year_licensed": 2010},
     )
 
@@ -120,7 +162,9 @@ def test_filter_by_uuid_vehicle_and_timestamps(client, tenant):
     a, b, c = create(client, tenant, {"vehicle": vehicle["uuid"]}, {}, {})
     found = listing(client, tenant, **{"filter[uuid]": f"{a['uuid']},{c['uuid'].upper()}"})["data"]
     assert [d["uuid"] for d in found] == [a["uuid"], c["uuid"]]
-    assert [d["uuid"] for d in listing(client, tenant, **{"filter[vehicle]": str(vehicle["data"]["number"])})["data"]] == [a["uuid"]]
+    assert [
+        d["uuid"] for d in listing(client, tenant, **{"filter[vehicle]": str(vehicle["data"]["number"])})["data"]
+    ] == [a["uuid"]]
     today = a["meta"]["created"][:10]
     assert len(listing(client, tenant, **{"filter[created]": f"{today},{today}"})["data"]) == 3
     assert listing(client, tenant, **{"filter[created]": "2000-01-01,2000-12-31"})["data"] == []
@@ -129,27 +173,38 @@ def test_filter_by_uuid_vehicle_and_timestamps(client, tenant):
 
 def test_sorts_with_nulls_first_ascending(client, tenant):
     create(client, tenant, {"last_name": "b"}, {"last_name": None}, {"last_name": "a"}, {"last_name": None})
-    ascending = [(d["data"]["last_name"], d["data"]["number"]) for d in listing(client, tenant, sort="last_name")["data"]]
+    ascending = [
+        (d["data"]["last_name"], d["data"]["number"]) for d in listing(client, tenant, sort="last_name")["data"]
+    ]
     assert ascending == [(None, 2), (None, 4), ("a", 3), ("b", 1)]
-    descending = [(d["data"]["last_name"], d["data"]["number"]) for d in listing(client, tenant, sort="-last_name")["data"]]
+    descending = [
+        (d["data"]["last_name"], d["data"]["number"]) for d in listing(client, tenant, sort="-last_name")["data"]
+    ]
     assert descending == [("b", 1), ("a", 3), (None, 2), (None, 4)]
     assert [d["data"]["number"] for d in listing(client, tenant, sort="-number")["data"]] == [4, 3, 2, 1]
 
 
 def test_unknown_filter_sort_include_name_the_allowed_ones(client, tenant):
     response = client.get(
-        tenant.url("/drivers"), params={"filter[nope]": "1", "sort": "nope,-number", "include": "vehicle,address"}, headers=tenant.headers
+        tenant.url("/drivers"),
+        params={"filter[nope]": "1", "sort": "nope,-number", "include": "vehicle,address"},
+        headers=tenant.headers,
     )
     assert response.status_code == 422
     message = response.json()["message"]
     assert message["include"] == ["Requested include(s) `vehicle` are not allowed. Allowed include(s) are `address`."]
-    assert message["sort"][0].startswith("Requested sort(s) `nope` is not allowed. Allowed sort(s) are `number, employee_number,")
-    assert message["filter"][0].startswith("Requested filter(s) `nope` are not allowed. Allowed filter(s) are `uuid, search,")
+    assert message["sort"][0].startswith(
+        "Requested sort(s) `nope` is not allowed. Allowed sort(s) are `number, employee_number,"
+    )
+    assert message["filter"][0].startswith(
+        "Requested filter(s) `nope` are not allowed. Allowed filter(s) are `uuid, search,"
+    )
 
 
 def test_bad_filter_values(client, tenant):
     response = client.get(
-        tenant.url("/drivers"), params={"filter[number]": "x", "filter[is_employee]": "maybe", "filter[created]": "2024-01-01"},
+        tenant.url("/drivers"),
+        params={"filter[number]": "x", "filter[is_employee]": "maybe", "filter[created]": "2024-01-01"},
         headers=tenant.headers,
     )
     assert response.status_code == 422
@@ -163,7 +218,9 @@ def test_concurrent_creates_get_distinct_numbers(client, tenant, server):
 
     def worker(n):
         with httpx.Client(base_url=server.url + "/api/v1", timeout=60) as http:
-            response = http.post(tenant.url("/drivers"), json=items("driver", *[{"first_name": f"w{n}"}] * 5), headers=tenant.headers)
+            response = http.post(
+                tenant.url("/drivers"), json=items("driver", *[{"first_name": f"w{n}"}] * 5), headers=tenant.headers
+            )
             return response.status_code, [d["data"]["number"] for d in response.json().get("data", [])]
 
     with concurrent.futures.ThreadPoolExecutor(8) as pool:

@@ -29,38 +29,63 @@ def test_unknown_route_and_method(client, tenant):
 
 
 def test_non_json_body_is_415(client, tenant):
-    response = client.post(tenant.url("/drivers"), content=b"a=b", headers={**tenant.headers, "Content-Type": "application/x-www-form-urlencoded"})
+    response = client.post(
+        tenant.url("/drivers"),
+        content=b"a=b",
+        headers={**tenant.headers, "Content-Type": "application/x-www-form-urlencoded"},
+    )
     assert response.status_code == 415
     assert response.json()["status"] == 415
 
 
 @pytest.mark.parametrize("raw", [b"{", b"\xff\xfe{}", b'{"data": "\\ud800"}', b"[1, 2"])
 def test_malformed_json_is_400(client, tenant, raw):
-    response = client.post(tenant.url("/drivers"), content=raw, headers={**tenant.headers, "Content-Type": "application/json"})
+    response = client.post(
+        tenant.url("/drivers"), content=raw, headers={**tenant.headers, "Content-Type": "application/json"}
+    )
     assert response.status_code == 400
     assert response.json()["status"] == 400
 
 
 def test_empty_and_wrong_shaped_bodies_are_422(client, tenant):
     h = {**tenant.headers, "Content-Type": "application/json"}
-    assert client.post(tenant.url("/drivers"), content=b"", headers=h).json()["message"] == {"data": ["The data field is required."]}
-    assert client.post(tenant.url("/drivers"), json={"data": []}, headers=h).json()["message"] == {"data": ["The data field must have at least 1 items."]}
-    assert client.post(tenant.url("/drivers"), json=[1], headers=h).json()["message"] == {"body": ["The request body must be a JSON object."]}
+    assert client.post(tenant.url("/drivers"), content=b"", headers=h).json()["message"] == {
+        "data": ["The data field is required."]
+    }
+    assert client.post(tenant.url("/drivers"), json={"data": []}, headers=h).json()["message"] == {
+        "data": ["The data field must have at least 1 items."]
+    }
+    assert client.post(tenant.url("/drivers"), json=[1], headers=h).json()["message"] == {
+        "body": ["The request body must be a JSON object."]
+    }
     too_many = items("driver", *[{}] * 1001)
-    assert client.post(tenant.url("/drivers"), json=too_many, headers=h).json()["message"] == {"data": ["The data field must not have more than 1000 items."]}
+    assert client.post(tenant.url("/drivers"), json=too_many, headers=h).json()["message"] == {
+        "data": ["The data field must not have more than 1000 items."]
+    }
 
 
 def test_body_over_the_limit_is_413(client, tenant, settings):
-    response = client.post(tenant.url("/drivers"), content=b" " * (settings.max_body_bytes + 1), headers={**tenant.headers, "Content-Type": "application/json"})
+    response = client.post(
+        tenant.url("/drivers"),
+        content=b" " * (settings.max_body_bytes + 1),
+        headers={**tenant.headers, "Content-Type": "application/json"},
+    )
     assert response.status_code == 413
     assert response.json()["status"] == 413
 
 
 def test_huge_integers_and_nul_bytes_are_422_not_500(client, tenant):
-    response = client.post(tenant.url("/drivers"), json=items("driver", {"number": 10**30, "first_name": "a\x00b", "year_licensed": -1}), headers=tenant.headers)
+    response = client.post(
+        tenant.url("/drivers"),
+        json=items("driver", {"number": 10**30, "first_name": "a\x00b", "year_licensed": -1}),
+        headers=tenant.headers,
+    )
     assert response.status_code == 422
     assert response.json()["message"] == {
-        "data.0.data.number": ["The data.0.data.number field must be an integer.", "The data.0.data.number field must be between 1 and 2147483647."],
+        "data.0.data.number": [
+            "The data.0.data.number field must be an integer.",
+            "The data.0.data.number field must be between 1 and 2147483647.",
+        ],
         "data.0.data.first_name": ["The data.0.data.first_name field format is invalid."],
         "data.0.data.year_licensed": ["The data.0.data.year_licensed field must be between 1900 and 2100."],
     }
@@ -69,12 +94,17 @@ def test_huge_integers_and_nul_bytes_are_422_not_500(client, tenant):
 
 
 def test_laravel_wording(client, tenant):
-    body = items("driver", {"date_of_birth": "2023-02-30", "is_employee": "yes", "image": "not a url", "employee_number": 1.5})
+    body = items(
+        "driver", {"date_of_birth": "2023-02-30", "is_employee": "yes", "image": "not a url", "employee_number": 1.5}
+    )
     response = client.post(tenant.url("/drivers"), json=body, headers=tenant.headers)
     assert response.json()["message"] == {
         "data.0.data.date_of_birth": ["The data.0.data.date_of_birth field must be a valid date."],
         "data.0.data.is_employee": ["The data.0.data.is_employee field must be true or false."],
-        "data.0.data.image": ["The data.0.data.image field must be a valid URL.", "The data.0.data.image field format is invalid."],
+        "data.0.data.image": [
+            "The data.0.data.image field must be a valid URL.",
+            "The data.0.data.image field format is invalid.",
+        ],
         "data.0.data.employee_number": ["The data.0.data.employee_number field must be an integer."],
     }
     unknown = client.post(tenant.url("/drivers"), json=items("driver", {"shoe_size": 9}), headers=tenant.headers)

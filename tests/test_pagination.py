@@ -32,11 +32,19 @@ def expected_order(drivers, desc=False):
     for driver in drivers:
         name = driver["data"]["last_name"]
         groups.setdefault((name is not None, name or ""), []).append(driver)
-    return [d["uuid"] for key in sorted(groups, reverse=desc) for d in sorted(groups[key], key=lambda d: d["data"]["number"])]
+    return [
+        d["uuid"]
+        for key in sorted(groups, reverse=desc)
+        for d in sorted(groups[key], key=lambda d: d["data"]["number"])
+    ]
 
 
 def test_envelope_keys_and_urls(client, tenant, drivers, server):
-    response = client.get(tenant.url("/drivers"), params={"per_page": 10, "filter[first_name]": "f", "sort": "-number"}, headers=tenant.headers)
+    response = client.get(
+        tenant.url("/drivers"),
+        params={"per_page": 10, "filter[first_name]": "f", "sort": "-number"},
+        headers=tenant.headers,
+    )
     page = response.json()
     assert list(page) == ["data", "path", "per_page", "next_cursor", "next_page_url", "prev_cursor", "prev_page_url"]
     assert page["path"] == f"{server.url}/api/v1/risks/{tenant.risk}/data/drivers"
@@ -51,7 +59,9 @@ def test_envelope_keys_and_urls(client, tenant, drivers, server):
 
 @pytest.mark.parametrize("sort", ["last_name", "-last_name", "number", "-created"])
 def test_walk_forward_then_back(client, tenant, drivers, sort):
-    first = client.get(tenant.url("/drivers"), params={"per_page": 10, "sort": sort}, headers=tenant.headers).request.url
+    first = client.get(
+        tenant.url("/drivers"), params={"per_page": 10, "sort": sort}, headers=tenant.headers
+    ).request.url
     forward = walk(client, tenant, str(first))
     assert [len(p["data"]) for p in forward] == [10, 10, 10, 5]
     seen = [d["uuid"] for p in forward for d in p["data"]]
@@ -60,14 +70,22 @@ def test_walk_forward_then_back(client, tenant, drivers, sort):
         assert seen == expected_order(drivers, desc=sort.startswith("-"))
     assert forward[-1]["next_cursor"] is None
     backward = walk(client, tenant, forward[-1]["prev_page_url"], key="prev_page_url")
-    assert [[d["uuid"] for d in p["data"]] for p in backward] == [[d["uuid"] for d in p["data"]] for p in reversed(forward[:-1])]
+    assert [[d["uuid"] for d in p["data"]] for p in backward] == [
+        [d["uuid"] for d in p["data"]] for p in reversed(forward[:-1])
+    ]
     assert backward[-1]["prev_cursor"] is None
 
 
 def test_inserts_between_requests_do_not_disturb_the_walk(client, tenant, drivers):
-    page = client.get(tenant.url("/drivers"), params={"per_page": 10, "sort": "last_name"}, headers=tenant.headers).json()
+    page = client.get(
+        tenant.url("/drivers"), params={"per_page": 10, "sort": "last_name"}, headers=tenant.headers
+    ).json()
     seen = [d["uuid"] for d in page["data"]]
-    client.post(tenant.url("/drivers"), json=items("driver", {"last_name": None}, {"last_name": "a"}, {"last_name": "zz"}), headers=tenant.headers)
+    client.post(
+        tenant.url("/drivers"),
+        json=items("driver", {"last_name": None}, {"last_name": "a"}, {"last_name": "zz"}),
+        headers=tenant.headers,
+    )
     for later in walk(client, tenant, page["next_page_url"]):
         seen += [d["uuid"] for d in later["data"]]
     original = {d["uuid"] for d in drivers}
@@ -78,7 +96,11 @@ def test_bad_cursors_are_422(client, tenant, drivers):
     page = client.get(tenant.url("/drivers"), params={"per_page": 10}, headers=tenant.headers).json()
     cursor = page["next_cursor"]
     body, mac = cursor.split(".")
-    forged = base64.urlsafe_b64encode(base64.urlsafe_b64decode(body + "==").replace(b"10", b"20")).rstrip(b"=").decode() + "." + mac
+    forged = (
+        base64.urlsafe_b64encode(base64.urlsafe_b64decode(body + "==").replace(b"10", b"20")).rstrip(b"=").decode()
+        + "."
+        + mac
+    )
     for bad in ["garbage", "", "a.b.c", forged, cursor[:-2], "%%%"]:
         response = client.get(tenant.url("/drivers"), params={"cursor": bad}, headers=tenant.headers)
         if bad == "":
@@ -86,13 +108,19 @@ def test_bad_cursors_are_422(client, tenant, drivers):
             continue
         assert response.status_code == 422, bad
         assert response.json()["message"] == {"cursor": ["The cursor is invalid."]}
-    other_sort = client.get(tenant.url("/drivers"), params={"cursor": cursor, "sort": "-number"}, headers=tenant.headers)
+    other_sort = client.get(
+        tenant.url("/drivers"), params={"cursor": cursor, "sort": "-number"}, headers=tenant.headers
+    )
     assert other_sort.status_code == 422
 
 
 @pytest.mark.parametrize(
     ("value", "message"),
-    [("9", "The per page field must be between 10 and 100."), ("101", "The per page field must be between 10 and 100."), ("ten", "The per page field must be a number.")],
+    [
+        ("9", "The per page field must be between 10 and 100."),
+        ("101", "The per page field must be between 10 and 100."),
+        ("ten", "The per page field must be a number."),
+    ],
 )
 def test_per_page_bounds(client, tenant, value, message):
     response = client.get(tenant.url("/drivers"), params={"per_page": value}, headers=tenant.headers)

@@ -10,12 +10,20 @@ def world(client, tenant):
     """A vehicle, a premise with a building, and two drivers (one with an address)."""
     h = tenant.headers
     vehicle = client.post(tenant.url("/vehicles"), json=items("vehicle", {"make": "Ford"}), headers=h).json()["data"][0]
-    premise = client.post(tenant.url("/premises"), json=items("premise", {"city": "Austin"}), headers=h).json()["data"][0]
-    building = client.post(tenant.url("/buildings"), json=items("building", {"premise": premise["uuid"]}), headers=h).json()["data"][0]
+    premise = client.post(tenant.url("/premises"), json=items("premise", {"city": "Austin"}), headers=h).json()["data"][
+        0
+    ]
+    building = client.post(
+        tenant.url("/buildings"), json=items("building", {"premise": premise["uuid"]}), headers=h
+    ).json()["data"][0]
     address = {"object": "address", "data": {"address": "1 Main", "city": "Austin", "state": "TX", "zip": "78701"}}
     drivers = client.post(
-        tenant.url("/drivers"), params={"include": "address"},
-        json=items("driver", {"first_name": "Ann", "vehicle": vehicle["uuid"], "address": address}, {"first_name": "Bob"}), headers=h,
+        tenant.url("/drivers"),
+        params={"include": "address"},
+        json=items(
+            "driver", {"first_name": "Ann", "vehicle": vehicle["uuid"], "address": address}, {"first_name": "Bob"}
+        ),
+        headers=h,
     ).json()["data"]
     return {"vehicle": vehicle, "premise": premise, "building": building, "drivers": drivers}
 
@@ -28,18 +36,31 @@ def test_update_mixed_kinds(client, tenant, world):
     ann, bob = world["drivers"]
     body = {
         "data": [
-            {"object": "driver", "uuid": ann["uuid"], "data": {"last_name": "Lee", "first_name": None, "vehicle": None}},
+            {
+                "object": "driver",
+                "uuid": ann["uuid"],
+                "data": {"last_name": "Lee", "first_name": None, "vehicle": None},
+            },
             {"object": "vehicle", "uuid": world["vehicle"]["uuid"], "data": {"model": "F-150"}},
             {"object": "address", "uuid": ann["relations"]["address"]["uuid"], "data": {"city": "Dallas"}},
-            {"object": "driver", "uuid": bob["uuid"], "data": {"vehicle": 1, "address": {"data": {"address": "2 Elm", "city": "Waco", "state": "TX", "zip": "76701"}}}},
+            {
+                "object": "driver",
+                "uuid": bob["uuid"],
+                "data": {
+                    "vehicle": 1,
+                    "address": {"data": {"address": "2 Elm", "city": "Waco", "state": "TX", "zip": "76701"}},
+                },
+            },
         ]
     }
     response = client.patch(tenant.url(), json=body, headers=tenant.headers)
     assert response.status_code == 200, response.text
     updated = response.json()["data"]
     assert [(u["object"], u["uuid"], u["profile_type"]) for u in updated] == [
-        ("driver", ann["uuid"], "commercial"), ("vehicle", world["vehicle"]["uuid"], "commercial"),
-        ("address", ann["relations"]["address"]["uuid"], "commercial"), ("driver", bob["uuid"], "commercial"),
+        ("driver", ann["uuid"], "commercial"),
+        ("vehicle", world["vehicle"]["uuid"], "commercial"),
+        ("address", ann["relations"]["address"]["uuid"], "commercial"),
+        ("driver", bob["uuid"], "commercial"),
     ]
     assert "meta" not in updated[0]
     assert updated[0]["data"]["last_name"] == "Lee" and updated[0]["data"]["first_name"] is None
@@ -52,7 +73,9 @@ def test_update_mixed_kinds(client, tenant, world):
 
 def test_update_is_atomic_and_reports_every_bad_item(client, tenant, world, other_tenant):
     ann, bob = world["drivers"]
-    foreign = client.post(other_tenant.url("/drivers"), json=items("driver", {}), headers=other_tenant.headers).json()["data"][0]
+    foreign = client.post(other_tenant.url("/drivers"), json=items("driver", {}), headers=other_tenant.headers).json()[
+        "data"
+    ][0]
     carl = client.post(tenant.url("/drivers"), json=items("driver", {}), headers=tenant.headers).json()["data"][0]
     body = {
         "data": [
@@ -82,7 +105,11 @@ def test_update_is_atomic_and_reports_every_bad_item(client, tenant, world, othe
 
 def test_null_address_deletes_it(client, tenant, world):
     ann = world["drivers"][0]
-    response = client.patch(tenant.url(), json={"data": [{"object": "driver", "uuid": ann["uuid"], "data": {"address": None}}]}, headers=tenant.headers)
+    response = client.patch(
+        tenant.url(),
+        json={"data": [{"object": "driver", "uuid": ann["uuid"], "data": {"address": None}}]},
+        headers=tenant.headers,
+    )
     assert response.status_code == 200, response.text
     assert response.json()["data"][0]["data"]["address"] is None
     assert get_drivers(client, tenant)[0]["relations"]["address"] is None
@@ -90,7 +117,9 @@ def test_null_address_deletes_it(client, tenant, world):
 
 def test_delete_cascades_and_reports(client, tenant, world):
     ann, bob = world["drivers"]
-    body = {"data": [{"object": "driver", "uuid": ann["uuid"]}, {"object": "vehicle", "uuid": world["vehicle"]["uuid"]}]}
+    body = {
+        "data": [{"object": "driver", "uuid": ann["uuid"]}, {"object": "vehicle", "uuid": world["vehicle"]["uuid"]}]
+    }
     response = client.request("DELETE", tenant.url(), json=body, headers=tenant.headers)
     assert response.status_code == 200, response.text
     assert response.json()["data"] == [
@@ -99,7 +128,11 @@ def test_delete_cascades_and_reports(client, tenant, world):
     ]
     remaining = get_drivers(client, tenant)
     assert [d["uuid"] for d in remaining] == [bob["uuid"]]
-    gone = client.patch(tenant.url(), json={"data": [{"object": "address", "uuid": ann["relations"]["address"]["uuid"], "data": {"city": "x"}}]}, headers=tenant.headers)
+    gone = client.patch(
+        tenant.url(),
+        json={"data": [{"object": "address", "uuid": ann["relations"]["address"]["uuid"], "data": {"city": "x"}}]},
+        headers=tenant.headers,
+    )
     assert gone.json()["message"] == {"data.0.uuid": ["The data.0.uuid could not be found in the risk profile."]}
 
 
@@ -111,17 +144,32 @@ def test_vehicle_delete_clears_drivers(client, tenant, world):
 
 def test_premise_with_buildings_is_refused_unless_they_go_too(client, tenant, world):
     premise = {"object": "premise", "uuid": world["premise"]["uuid"]}
-    refused = client.request("DELETE", tenant.url(), json={"data": [{"object": "driver", "uuid": world["drivers"][1]["uuid"]}, premise]}, headers=tenant.headers)
+    refused = client.request(
+        "DELETE",
+        tenant.url(),
+        json={"data": [{"object": "driver", "uuid": world["drivers"][1]["uuid"]}, premise]},
+        headers=tenant.headers,
+    )
     assert refused.status_code == 422
-    assert refused.json()["message"] == {"data.1.uuid": ["The data.1.uuid cannot be deleted while the premise has buildings."]}
+    assert refused.json()["message"] == {
+        "data.1.uuid": ["The data.1.uuid cannot be deleted while the premise has buildings."]
+    }
     assert len(get_drivers(client, tenant)) == 2
     both = {"data": [premise, {"object": "building", "uuid": world["building"]["uuid"]}]}
     assert client.request("DELETE", tenant.url(), json=both, headers=tenant.headers).status_code == 200
 
 
 def test_delete_unknown_other_risk_or_other_agency(client, tenant, world, other_tenant):
-    foreign = client.post(other_tenant.url("/drivers"), json=items("driver", {}), headers=other_tenant.headers).json()["data"][0]
-    body = {"data": [{"object": "driver", "uuid": foreign["uuid"]}, {"object": "vehicle", "uuid": world["drivers"][0]["uuid"]}, {"object": "driver", "uuid": "nope"}]}
+    foreign = client.post(other_tenant.url("/drivers"), json=items("driver", {}), headers=other_tenant.headers).json()[
+        "data"
+    ][0]
+    body = {
+        "data": [
+            {"object": "driver", "uuid": foreign["uuid"]},
+            {"object": "vehicle", "uuid": world["drivers"][0]["uuid"]},
+            {"object": "driver", "uuid": "nope"},
+        ]
+    }
     response = client.request("DELETE", tenant.url(), json=body, headers=tenant.headers)
     assert response.status_code == 422
     assert response.json()["message"] == {
@@ -129,7 +177,10 @@ def test_delete_unknown_other_risk_or_other_agency(client, tenant, world, other_
         "data.1.uuid": ["The data.1.uuid could not be found in the risk profile."],
         "data.2.uuid": ["The data.2.uuid field must be a valid UUID."],
     }
-    assert client.get(other_tenant.url("/drivers"), headers=other_tenant.headers).json()["data"][0]["uuid"] == foreign["uuid"]
+    assert (
+        client.get(other_tenant.url("/drivers"), headers=other_tenant.headers).json()["data"][0]["uuid"]
+        == foreign["uuid"]
+    )
 
 
 @pytest.mark.parametrize("style", ["header", "body"])

@@ -1,0 +1,1 @@
+"""Tests of riskapi, run over HTTP against the real app."""
