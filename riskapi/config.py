@@ -28,6 +28,9 @@ class Settings:
     webhook_ca_bundle: str = ""
     webhook_failure_limit: int = 5
     default_webhook_limit: int = 10
+    webhook_queue: str = "webhooks"
+    webhook_stale_after: float = 30.0
+    webhook_relay_interval: float = 0.05
 
     @classmethod
     def from_env(cls, environ=None) -> "Settings":
@@ -46,4 +49,7 @@ class Settings:
             webhook_ca_bundle=env.get("RISKAPI_WEBHOOK_CA_BUNDLE", ""),
             webhook_failure_limit=int(env.get("RISKAPI_WEBHOOK_FAILURE_LIMIT", cls.webhook_failure_limit)),
             default_webhook_limit=int(env.get("RISKAPI_DEFAULT_WEBHOOK_LIMIT", cls.default_webhook_limit)),
+            webhook_queue=env.get("RISKAPI_WEBHOOK_QUEUE", cls.webhook_queue),
+            webhook_stale_after=float(env.get("RISKAPI_WEBHOOK_STALE_AFTER", cls.webhook_stale_after)),
+            webhook_relay_interval=float(env.get("RISKAPI_WEBHOOK_RELAY_INTERVAL", cls.webhook_relay_interval)),
         )

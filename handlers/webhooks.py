@@ -1,0 +1,322 @@
+"""Webhook subscriptions: list, bulk create, update and delete, rotate-secret and ping."""
+
+import ipaddress
+import re
+import socket
+import uuid
+from urllib.parse import urlsplit
+
+import flask
+
+import models
+from handlers import common
+from jobs.signing import generate_secret
+from models import utcnow
+from models.tenancy import Agency
+from models.webhooks import Webhook, pack_events, unpack_events
+from riskapi import bulk, outbox, query
+from riskapi.app import settings
+from riskapi.errors import ApiError
+from riskapi.pagination import Paginator, envelope
+from riskapi.render import timestamp
+
+LIST_OPERATION = "handlers.webhooks.list_webhooks"
+_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+_NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
+_spec: list = []
+
+
+# ---- rendering and lookup -------------------------------------------------------------------------
+
+
+def render(row: dict) -> dict:
+    """Return a webhook row (as a dict) in the common envelope."""
+    return {
+        "object": "webhook",
+        "uuid": str(row["uuid"]),
+        "data": {
+            "type": row["type"],
+            "description": row["description"],
+            "url": row["url"],
+            "events": unpack_events(row["events"]),
+            "disabled": timestamp(row["disabled"]) if row["disabled"] else None,
+        },
+        "meta": {
+            "created": timestamp(row["created"]),
+            "updated": timestamp(row["updated"]),
+            "signing_secret": row["secret"],
+        },
+    }
+
+
+def webhook_of(agency_id: int, webhook_uuid: str) -> Webhook:
+    """Return the agency's webhook; another agency's answers 404 like a missing one."""
+    try:
+        uuid.UUID(webhook_uuid)
+    except ValueError:
+        raise ApiError(404, "Webhook not found.") from None
+    found = Webhook.get_or_none((Webhook.uuid == webhook_uuid) & (Webhook.agency == agency_id))
+    if found is None:
+        raise ApiError(404, "Webhook not found.")
+    return found
+
+
+def _rows(ids) -> dict:
+    return {row["id"]: row for row in Webhook.select().where(Webhook.id.in_(list(ids))).dicts()}
+
+
+# ---- url rules ------------------------------------------------------------------------------------
+
+
+def _is_ip_literal(host: str) -> bool:
+    """Tell whether a host is an address in any spelling a resolver would take (127.1, 0x7f.1, 2130706433)."""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    try:
+        socket.inet_aton(host)
+        return True
+    except OSError:
+        pass
+    return bool(_NUMERIC_LABEL.match(host.rstrip(".").rsplit(".", 1)[-1]))
+
+
+def url_problem(url: str, allow_private: bool) -> str | None:
+    """Return why a webhook url is refused (to follow "The <field> field"), or None when it is fine."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        return "must be a valid URL"
+    if parts.scheme.lower() != "https":
+        return "must start with https://"
+    if not host:
+        return "must be a valid URL"
+    if parts.username is not None or parts.password is not None:
+        return "must not contain credentials"
+    if _is_ip_literal(host):
+        return "must not be an IP address"
+    name = host.rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return None if allow_private else "must be a public domain name"
+    try:
+        labels = name.encode("idna").decode("ascii").split(".")
+    except (UnicodeError, ValueError):
+        return "must be a valid URL"
+    if not all(_LABEL.match(label) for label in labels):
+        return "must be a valid URL"
+    if len(labels) < 2:
+        return "must be a public domain name"
+    return None
+
+
+def _check_url(values: dict, path: str, errors: bulk.Errors) -> None:
+    url = values.get("url")
+    if isinstance(url, str) and errors.clean(path):
+        problem = url_problem(url, settings().webhook_allow_private)
+        if problem:
+            errors.add(path, f"The {path} field {problem}.")
+
+
+# ---- plans: every check that needs the database, before anything is written ------------------------
+
+
+def _items(payload) -> list:
+    items = payload.get("data") if isinstance(payload, dict) else None
+    return items if isinstance(items, list) else []
+
+
+def _entries(payload):
+    for i, item in enumerate(_items(payload)):
+        if isinstance(item, dict) and isinstance(item.get("data", {}), dict):
+            yield i, item, item.get("data") or {}
+
+
+def _plan_create(agency_id: int, payload, errors: bulk.Errors) -> list[dict]:
+    entries = list(_entries(payload))
+    for i, _, values in entries:
+        _check_url(values, f"data.{i}.data.url", errors)
+    if errors:
+        return []
+    now = utcnow()
+    return [
+        {
+            "uuid": uuid.uuid4(),
+            "agency": agency_id,
+            "type": values["type"],
+            "description": values.get("description"),
+            "url": values["url"],
+            "events": pack_events(values["events"]),
+            "secret": generate_secret(),
+            "disabled": None,
+            "failures": 0,
+            "created": now,
+            "updated": now,
+        }
+        for _, _, values in entries
+    ]
+
+
+def _existing(agency_id: int, payload, errors: bulk.Errors) -> dict:
+    """Map item index to the agency's webhook row its uuid names; report unknown and repeated ones."""
+    wanted = [(i, item.get("uuid")) for i, item in enumerate(_items(payload)) if isinstance(item, dict)]
+    wanted = [(i, value) for i, value in wanted if isinstance(value, str) and errors.clean(f"data.{i}.uuid")]
+    uuids = [value.lower() for _, value in wanted]
+    rows = {}
+    if uuids:
+        query_ = Webhook.select().where((Webhook.agency == agency_id) & Webhook.uuid.in_(uuids)).dicts()
+        rows = {str(row["uuid"]): row for row in query_}
+    found, seen = {}, set()
+    for i, value in wanted:
+        path, key = f"data.{i}.uuid", value.lower()
+        if key in seen:
+            errors.add(path, f"The {path} field has a duplicate value.")
+        elif key not in rows:
+            errors.add(path, f"The selected {path} is invalid.")
+        else:
+            found[i] = rows[key]
+        seen.add(key)
+    return found
+
+
+def _plan_update(agency_id: int, payload, errors: bulk.Errors) -> list[tuple]:
+    """Return [(index, current row, changes)] of a valid update."""
+    found = _existing(agency_id, payload, errors)
+    now = utcnow()
+    plan = []
+    for i, _, values in _entries(payload):
+        _check_url(values, f"data.{i}.data.url", errors)
+        current = found.get(i)
+        if current is None:
+            continue
+        path = f"data.{i}.data.type"
+        if "type" in values and values["type"] != current["type"] and errors.clean(path):
+            errors.add(path, f"The {path} field cannot be changed; delete the webhook and create another.")
+        changes = {}
+        for name in ("url", "description"):
+            if name in values:
+                changes[name] = values[name]
+        if "events" in values and isinstance(values["events"], list):
+            changes["events"] = pack_events(values["events"])
+        if "disabled" in values:
+            if values["disabled"] is True and current["disabled"] is None:
+                changes["disabled"] = now
+            elif values["disabled"] is not True and current["disabled"] is not None:
+                changes["disabled"] = None
+                changes["failures"] = 0
+        plan.append((i, current, changes))
+    return plan
+
+
+def _check_limit(agency_id: int, adding: int) -> None:
+    """Refuse (400) a write that would leave more active webhooks than the agency's plan allows."""
+    if adding <= 0:
+        return
+    agency = Agency.select(Agency.webhook_limit).where(Agency.id == agency_id)
+    if not models.is_sqlite():
+        # Serialise the agency's webhook writes across processes (SQLite's write lock already does).
+        agency = agency.for_update()
+    limit = agency.scalar()
+    active = Webhook.select().where((Webhook.agency == agency_id) & Webhook.disabled.is_null()).count()
+    if active + adding > limit:
+        raise ApiError(
+            400,
+            f"The agency's plan allows {limit} active webhooks; it has {active} and this request would add {adding}.",
+        )
+
+
+# ---- operations -----------------------------------------------------------------------------------
+
+
+def list_webhooks(user, per_page=50, cursor=None, filter=None, sort=None):
+    """List the agency's webhooks."""
+    if not _spec:
+        _spec.append(query.ListSpec(LIST_OPERATION, Webhook))
+    spec = _spec[0]
+    rows_query = spec.apply(Webhook.select().where(Webhook.agency == user).dicts(), user, filter)
+    paginator = Paginator(spec.keys(sort), spec.signature_of(sort), common.cursor_secret())
+    rows, next_cursor, prev_cursor = paginator.page(rows_query, per_page, cursor)
+    args = list(flask.request.args.items(multi=True))
+    page = envelope([render(row) for row in rows], per_page, next_cursor, prev_cursor, flask.request.base_url, args)
+    return common.respond(200, page)
+
+
+def create_webhooks(user):
+    """Create webhooks."""
+    payload, errors = common.body()
+    if common.precognitive():
+        _plan_create(user, payload, errors)
+        bulk.fail_if(errors)
+        return common.precognition_passed()
+
+    def work():
+        attempt = bulk.Errors(errors)
+        rows = _plan_create(user, payload, attempt)
+        bulk.fail_if(attempt)
+        _check_limit(user, len(rows))
+        ids = Webhook.insert_many(rows).returning(Webhook.id).tuples().execute()
+        for row, (new_id,) in zip(rows, ids, strict=True):
+            row["id"] = new_id
+        return [render(row) for row in rows]
+
+    return common.respond(201, {"data": bulk.transaction(work)})
+
+
+def update_webhooks(user):
+    """Update webhooks."""
+    payload, errors = common.body()
+    if common.precognitive():
+        _plan_update(user, payload, errors)
+        bulk.fail_if(errors)
+        return common.precognition_passed()
+
+    def work():
+        attempt = bulk.Errors(errors)
+        plan = _plan_update(user, payload, attempt)
+        bulk.fail_if(attempt)
+        enabling = sum(1 for _, _, changes in plan if "disabled" in changes and changes["disabled"] is None)
+        disabling = sum(1 for _, _, changes in plan if changes.get("disabled") is not None)
+        _check_limit(user, enabling - disabling)
+        now = utcnow()
+        for _, current, changes in plan:
+            Webhook.update(**changes, updated=now).where(Webhook.id == current["id"]).execute()
+        rows = _rows(current["id"] for _, current, _ in plan)
+        return [render(rows[current["id"]]) for _, current, _ in plan]
+
+    return common.respond(200, {"data": bulk.transaction(work)})
+
+
+def delete_webhooks(user):
+    """Delete webhooks; their pending deliveries go with them."""
+    payload, errors = common.body()
+
+    def work():
+        attempt = bulk.Errors(errors)
+        found = _existing(user, payload, attempt)
+        bulk.fail_if(attempt)
+        Webhook.delete().where(Webhook.id.in_([row["id"] for row in found.values()])).execute()
+        return [{"object": "webhook", "uuid": str(found[i]["uuid"])} for i in sorted(found)]
+
+    return common.respond(200, {"data": bulk.transaction(work)})
+
+
+def rotate_secret(user, webhook):
+    """Give a webhook a new signing secret."""
+    with models.atomic():
+        found = webhook_of(user, webhook)
+        Webhook.update(secret=generate_secret(), updated=utcnow()).where(Webhook.id == found.id).execute()
+        row = _rows([found.id])[found.id]
+    return common.respond(200, {"data": [render(row)]})
+
+
+def ping_webhook(user, webhook):
+    """Send a webhook.ping event to one webhook."""
+    with models.atomic():
+        found = webhook_of(user, webhook)
+        if found.disabled is not None:
+            raise ApiError(409, "The webhook is disabled; re-enable it first.")
+        accepted = outbox.ping(found)
+    return common.respond(202, accepted)

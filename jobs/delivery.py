@@ -1,0 +1,173 @@
+"""The delivery job: one signed HTTPS POST of an event to a webhook, its outcome written to the database.
+
+A job takes ids and reloads everything; running it twice is harmless:
+
+* only the job of the delivery's current `generation` may act (the relay bumps it at every
+  hand-over to RQ, so a superseded or duplicated job finds itself out of date and does nothing);
+* an attempt first claims the delivery until `now + timeout + stale_after`, so two runs of the
+  same job never post at once, and a worker killed mid-attempt leaves a claim that simply expires;
+* a delivery that is no longer pending is left alone.
+
+A failed attempt raises `AttemptFailed` so that RQ's Retry schedules the next one (the worker runs
+with its scheduler); the database records when that will be and is what the delivery log shows.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import logging
+import time
+
+import models
+from jobs import signing, transport
+from models import utcnow
+from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Event, Webhook
+from riskapi import __version__
+from riskapi.config import Settings
+
+log = logging.getLogger("riskapi.delivery")
+
+USER_AGENT = f"riskapi-webhooks/{__version__}"
+ZAPIER_GONE = 410
+
+
+class AttemptFailed(Exception):
+    """An attempt failed and another one is due: RQ's Retry takes it from here."""
+
+
+@functools.lru_cache(maxsize=1)
+def _settings() -> Settings:
+    return Settings.from_env()
+
+
+def deliver(delivery_id: int, generation: int) -> str:
+    """RQ entry point: run one attempt of a delivery with the worker process's settings."""
+    with models.db.connection_context():
+        return attempt(delivery_id, generation, _settings())
+
+
+def headers(event: str, delivery_uuid, webhook_uuid, signature: str) -> dict:
+    """Return the headers of a delivery request."""
+    return {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "Service-Event": event,
+        "Service-Delivery": str(delivery_uuid),
+        "Service-Signature": signature,
+        "Service-Webhook": str(webhook_uuid),
+    }
+
+
+def _load(delivery_id: int):
+    query = (
+        Delivery.select(Delivery, Webhook, Event.body)
+        .join_from(Delivery, Webhook)
+        .join_from(Delivery, Event)
+        .where(Delivery.id == delivery_id)
+    )
+    return query.first()
+
+
+def attempt(delivery_id: int, generation: int, settings: Settings) -> str:
+    """Make one attempt of a delivery if it is still this job's to make; return what happened."""
+    delivery = _load(delivery_id)
+    if delivery is None:
+        return "gone"
+    if delivery.generation != generation:
+        return "superseded"
+    if delivery.status != PENDING:
+        return "done"
+    webhook = delivery.webhook
+    if webhook.disabled is not None:
+        _finish(delivery, generation, FAILED)
+        return "webhook disabled"
+    # RQ stores scheduled times in whole seconds and may run a retry up to a second early.
+    early = (delivery.next_attempt - utcnow()).total_seconds() if delivery.next_attempt else 0
+    if 0 < early <= 2:
+        time.sleep(early)
+    now = utcnow()
+    lease = now + datetime.timedelta(seconds=settings.webhook_timeout + settings.webhook_stale_after)
+    claimed = (
+        Delivery.update(locked_until=lease, updated=now)
+        .where(
+            (Delivery.id == delivery_id)
+            & (Delivery.generation == generation)
+            & (Delivery.status == PENDING)
+            & (Delivery.locked_until.is_null() | (Delivery.locked_until < now))
+        )
+        .execute()
+    )
+    if not claimed:
+        return "busy"
+    body = delivery.source.body.encode()
+    result = transport.post(
+        webhook.url,
+        body,
+        headers(delivery.event, delivery.uuid, webhook.uuid, signing.sign(webhook.secret, body)),
+        timeout=settings.webhook_timeout,
+        allow_private=settings.webhook_allow_private,
+        ca_bundle=settings.webhook_ca_bundle or None,
+    )
+    return _record(delivery, generation, webhook, now, result, settings)
+
+
+def _record(delivery, generation: int, webhook, started, result: transport.Result, settings: Settings) -> str:
+    """Write the attempt and its consequences in one transaction; raise AttemptFailed to retry."""
+    tries = delivery.tries + 1
+    delays = list(settings.webhook_retry_delays)
+    now = utcnow()
+    with models.atomic():
+        Attempt.insert(
+            delivery=delivery.id, at=started, status=result.status, error=result.error, duration_ms=result.duration_ms
+        ).execute()
+        if result.ok:
+            outcome, status, next_attempt = "succeeded", SUCCEEDED, None
+        elif webhook.type == "zapier" and result.status == ZAPIER_GONE:
+            outcome, status, next_attempt = "gone: webhook disabled", FAILED, None
+        elif tries <= len(delays):
+            outcome, status = "retry", PENDING
+            next_attempt = now + datetime.timedelta(seconds=delays[tries - 1])
+        else:
+            outcome, status, next_attempt = "failed", FAILED, None
+        changed = (
+            Delivery.update(status=status, tries=tries, next_attempt=next_attempt, locked_until=None, updated=now)
+            .where((Delivery.id == delivery.id) & (Delivery.generation == generation))
+            .execute()
+        )
+        if changed:
+            _webhook_after(webhook, outcome, settings, now)
+    if outcome == "retry" and changed:
+        raise AttemptFailed(f"delivery {delivery.uuid} attempt {tries}: {result.error or result.status}")
+    return outcome
+
+
+def _webhook_after(webhook, outcome: str, settings: Settings, now) -> None:
+    """Reset or count the webhook's consecutive failures; disable it when it must be."""
+    if outcome == "succeeded":
+        Webhook.update(failures=0).where((Webhook.id == webhook.id) & (Webhook.failures != 0)).execute()
+    elif outcome.startswith("gone"):
+        Webhook.update(disabled=now, updated=now).where(
+            (Webhook.id == webhook.id) & Webhook.disabled.is_null()
+        ).execute()
+        log.warning("webhook %s answered 410 Gone: disabled", webhook.uuid)
+    elif outcome == "failed":
+        Webhook.update(failures=Webhook.failures + 1).where(Webhook.id == webhook.id).execute()
+        limit = settings.webhook_failure_limit
+        disabled = (
+            Webhook.update(disabled=now, updated=now)
+            .where((Webhook.id == webhook.id) & Webhook.disabled.is_null() & (Webhook.failures >= limit))
+            .execute()
+        )
+        if disabled:
+            log.warning("webhook %s failed %d deliveries in a row: disabled", webhook.uuid, limit)
+
+
+def _finish(delivery, generation: int, status: str) -> None:
+    now = utcnow()
+    Delivery.update(status=status, next_attempt=None, locked_until=None, updated=now).where(
+        (Delivery.id == delivery.id) & (Delivery.generation == generation) & (Delivery.status == PENDING)
+    ).execute()
+
+
+__all__ = ["AttemptFailed", "attempt", "deliver", "headers"]

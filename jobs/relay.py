@@ -1,0 +1,137 @@
+"""The outbox relay: hands committed deliveries to RQ, and hands back those RQ lost.
+
+Any number of relays may run (one per worker process) against one database and one Redis:
+
+* `relay_pending` takes waiting deliveries (`relayed IS NULL`) under a row lock (PostgreSQL:
+  `FOR UPDATE SKIP LOCKED`; SQLite: its single writer lock), bumps their generation, commits, and
+  only then enqueues their jobs. If Redis is unreachable the rows are handed back and tried again.
+* `rescue` finds pending deliveries whose job should have run long ago (`stale_after` seconds) and
+  that RQ will not run: the job vanished (Redis restarted empty, or the relay died between commit
+  and enqueue), ended without settling the delivery, was started by a worker that died (its claim
+  expired), or sits scheduled while no scheduler runs. They are marked waiting again, so the next
+  `relay_pending` enqueues a new generation and any old job left behind finds itself superseded.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+import time
+
+import peewee
+import redis
+
+import models
+from jobs import queue as jobs_queue
+from models import utcnow
+from models.webhooks import PENDING, Delivery
+from riskapi.config import Settings
+
+log = logging.getLogger("riskapi.relay")
+
+BATCH = 500
+_WILL_RUN = {"queued", "deferred"}
+
+
+class Relay:
+    """Moves deliveries from the database's outbox to the RQ queue."""
+
+    def __init__(self, connection: redis.Redis, settings: Settings):
+        self.connection = connection
+        self.settings = settings
+        self.queue = jobs_queue.queue(connection, settings.webhook_queue)
+
+    def relay_pending(self, limit: int = BATCH) -> int:
+        """Enqueue the jobs of waiting deliveries; return how many were handed over."""
+        waiting = (Delivery.relayed.is_null()) & (Delivery.status == PENDING)
+        if not Delivery.select(Delivery.id).where(waiting).exists():
+            return 0
+        now = utcnow()
+        with models.atomic():
+            query = (
+                Delivery.select(Delivery.id, Delivery.uuid, Delivery.generation, Delivery.tries)
+                .where(waiting)
+                .order_by(Delivery.id)
+                .limit(limit)
+            )
+            if not models.is_sqlite():
+                query = query.for_update(skip_locked=True)
+            rows = list(query.tuples())
+            if not rows:
+                return 0
+            ids = [row[0] for row in rows]
+            Delivery.update(relayed=now, generation=Delivery.generation + 1).where(Delivery.id.in_(ids)).execute()
+        items = [(delivery_id, uuid, generation + 1, tries) for delivery_id, uuid, generation, tries in rows]
+        try:
+            jobs_queue.enqueue(self.queue, items, self.settings.webhook_retry_delays, self.settings.webhook_timeout)
+        except redis.RedisError:
+            # Nothing is lost: the rows wait for the next pass (a job that did get through is superseded).
+            Delivery.update(relayed=None).where(Delivery.id.in_(ids) & (Delivery.relayed == now)).execute()
+            raise
+        return len(rows)
+
+    def rescue(self, limit: int = BATCH) -> int:
+        """Hand back pending deliveries whose job RQ will not run; return how many."""
+        now = utcnow()
+        cutoff = now - datetime.timedelta(seconds=self.settings.webhook_stale_after)
+        rows = list(
+            Delivery.select(Delivery.id, Delivery.uuid, Delivery.generation)
+            .where(
+                (Delivery.status == PENDING)
+                & (Delivery.relayed < cutoff)
+                & (Delivery.next_attempt < cutoff)
+                & (Delivery.locked_until.is_null() | (Delivery.locked_until < now))
+            )
+            .order_by(Delivery.next_attempt)
+            .limit(limit)
+            .tuples()
+        )
+        if not rows:
+            return 0
+        ids = {jobs_queue.job_id(uuid, generation): (delivery_id, generation) for delivery_id, uuid, generation in rows}
+        known = jobs_queue.statuses(self.connection, list(ids))
+        lost = []
+        for name, (delivery_id, generation) in ids.items():
+            status, started = known[name]
+            if status in _WILL_RUN:
+                continue  # a backlog, not a loss
+            if status == "started" and started is not None and started > cutoff:
+                continue  # picked up just now
+            lost.append((delivery_id, generation))
+        with models.atomic():
+            for delivery_id, generation in lost:
+                Delivery.update(relayed=None, locked_until=None).where(
+                    (Delivery.id == delivery_id) & (Delivery.generation == generation) & (Delivery.status == PENDING)
+                ).execute()
+        if lost:
+            log.warning("handed back %d deliveries whose jobs were lost", len(lost))
+        return len(lost)
+
+    def run(self, stop: threading.Event) -> None:
+        """Relay until stop is set, surviving database and Redis outages."""
+        interval = max(self.settings.webhook_relay_interval, 0.005)
+        rescue_every = min(max(self.settings.webhook_stale_after / 2, 0.5), 10.0)
+        next_rescue = 0.0
+        delay = interval
+        while not stop.is_set():
+            try:
+                models.db.connect(reuse_if_open=True)
+                moved = self.relay_pending()
+                if time.monotonic() >= next_rescue:
+                    next_rescue = time.monotonic() + rescue_every
+                    self.rescue()
+                delay = interval
+                if moved >= BATCH:
+                    continue
+            except (redis.RedisError, peewee.DatabaseError, peewee.InterfaceError) as exc:
+                log.warning("relay: %s: %s; retrying", type(exc).__name__, exc)
+                delay = min(max(delay * 2, 0.25), 2.0)
+                if isinstance(exc, (peewee.DatabaseError, peewee.InterfaceError)) and not models.db.is_closed():
+                    try:
+                        models.db.close()
+                    except peewee.PeeweeException:
+                        pass
+            stop.wait(delay)
+        if not models.db.is_closed():
+            models.db.close()

@@ -1,0 +1,100 @@
+"""Webhook subscriptions, the events that feed them, and their deliveries with every attempt."""
+
+import peewee
+
+from models import BaseModel, PublicModel
+from models.tenancy import Agency
+
+# Every event the service knows; the spec's EventName enum lists the same names.
+RISK_KINDS = ("driver", "vehicle", "premise", "building")
+RISK_EVENTS = tuple(f"{kind}.{action}" for kind in RISK_KINDS for action in ("created", "updated", "deleted"))
+EXTERNAL_EVENTS = ("form.completed", "signature_packet.completed")
+PING = "webhook.ping"
+EVENT_NAMES = EXTERNAL_EVENTS + RISK_EVENTS + (PING,)
+
+PENDING, SUCCEEDED, FAILED = "pending", "succeeded", "failed"
+
+
+def pack_events(names) -> str:
+    """Store event names as `,a,b,` so "subscribed to x" is one LIKE on the agency's few rows."""
+    unique = list(dict.fromkeys(names))
+    return "," + ",".join(unique) + ","
+
+
+def unpack_events(packed: str) -> list[str]:
+    """Return the stored event names in their order."""
+    return [name for name in packed.split(",") if name]
+
+
+class Webhook(PublicModel):
+    """A subscription of an agency: where to POST which events, signed with its secret."""
+
+    OBJECT = "webhook"
+
+    agency = peewee.ForeignKeyField(Agency, backref="webhooks", on_delete="CASCADE")
+    type = peewee.CharField(max_length=16)
+    description = peewee.TextField(null=True)
+    url = peewee.CharField(max_length=2048)
+    events = peewee.TextField()
+    secret = peewee.CharField(max_length=255)
+    disabled = peewee.DateTimeField(null=True)
+    # Deliveries failed for good in a row; a success resets it, the limit disables the webhook.
+    failures = peewee.IntegerField(default=0)
+
+    @classmethod
+    def subscribed(cls, agency_id: int, event: str):
+        """Select the agency's active webhooks subscribed to an event."""
+        return cls.select(cls.id).where(
+            (cls.agency == agency_id) & cls.disabled.is_null() & cls.events.contains(f",{event},")
+        )
+
+
+class Event(BaseModel):
+    """One event of an agency, with the exact body every delivery of it sends."""
+
+    uuid = peewee.UUIDField(unique=True)
+    agency = peewee.ForeignKeyField(Agency, on_delete="CASCADE")
+    name = peewee.CharField(max_length=64)
+    body = peewee.TextField()
+    created = peewee.DateTimeField(index=True)
+
+
+class Delivery(BaseModel):
+    """One event for one webhook; its uuid is the Service-Delivery header on every attempt."""
+
+    OBJECT = "delivery"
+
+    uuid = peewee.UUIDField(unique=True)
+    webhook = peewee.ForeignKeyField(Webhook, backref="deliveries", on_delete="CASCADE")
+    source = peewee.ForeignKeyField(Event, column_name="event_id", on_delete="CASCADE")
+    event = peewee.CharField(max_length=64)  # the event's name, for filtering
+    status = peewee.CharField(max_length=16, default=PENDING)
+    tries = peewee.IntegerField(default=0)  # attempts in the current round (redeliver starts a new one)
+    next_attempt = peewee.DateTimeField(null=True)
+    # Set when the relay handed the delivery to RQ; null = waiting for the relay.
+    relayed = peewee.DateTimeField(null=True, index=True)
+    # Bumped on every hand-over to RQ: only the job of the current generation may act.
+    generation = peewee.IntegerField(default=0)
+    # An attempt in flight holds the delivery until then; past it, the attempt is presumed dead.
+    locked_until = peewee.DateTimeField(null=True)
+    created = peewee.DateTimeField()
+    updated = peewee.DateTimeField()
+
+    class Meta:
+        indexes = (
+            (("webhook", "created"), False),
+            (("status", "next_attempt"), False),
+        )
+
+
+class Attempt(BaseModel):
+    """One HTTP attempt of a delivery."""
+
+    delivery = peewee.ForeignKeyField(Delivery, backref="attempts", on_delete="CASCADE")
+    at = peewee.DateTimeField()
+    status = peewee.IntegerField(null=True)
+    error = peewee.TextField(null=True)
+    duration_ms = peewee.IntegerField()
+
+
+WEBHOOK_MODELS = [Webhook, Event, Delivery, Attempt]

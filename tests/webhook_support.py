@@ -1,0 +1,174 @@
+"""Helpers of the webhook delivery tests: a Redis to use, worker processes, waiting."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import redis
+
+import models
+from jobs.broker import EmbeddedRedis
+from riskapi.server import stop_process_group
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05):
+    """Poll predicate until it returns something truthy; return that, or the last falsy value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+def shared_redis_url() -> str | None:
+    """Return the Redis the tests may use without starting one: RISKAPI_TEST_REDIS_URL, or one on 6379."""
+    configured = os.environ.get("RISKAPI_TEST_REDIS_URL")
+    if configured:
+        return configured
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5):
+            pass
+        client = redis.Redis(host="127.0.0.1", port=6379, socket_timeout=1)
+        client.ping()
+        client.close()
+        return "redis://127.0.0.1:6379/0"
+    except (OSError, redis.RedisError):
+        return None
+
+
+def drain_pending() -> None:
+    """Settle every pending delivery left by earlier tests, so a new worker handles only this test's."""
+    from models.webhooks import FAILED, PENDING, Delivery
+
+    with models.db.connection_context():
+        Delivery.update(status=FAILED, next_attempt=None).where(Delivery.status == PENDING).execute()
+
+
+def delete_queue(url: str, name: str) -> None:
+    """Remove a test queue, its registries and its jobs from Redis (best effort)."""
+    from rq import Queue
+
+    try:
+        connection = redis.Redis.from_url(url, socket_timeout=2)
+        queue = Queue(name, connection=connection)
+        registries = [
+            queue.scheduled_job_registry,
+            queue.started_job_registry,
+            queue.failed_job_registry,
+            queue.finished_job_registry,
+            queue.deferred_job_registry,
+            queue.canceled_job_registry,
+        ]
+        job_ids = set(queue.get_job_ids())
+        for registry in registries:
+            job_ids.update(registry.get_job_ids(cleanup=False))
+        keys = [f"rq:job:{job_id}" for job_id in job_ids] + [f"rq:results:{job_id}" for job_id in job_ids]
+        keys += list(connection.scan_iter(match=f"rq:*:{name}"))
+        if keys:
+            connection.delete(*keys)
+        connection.srem("rq:queues", f"rq:queue:{name}")
+        connection.close()
+    except redis.RedisError:
+        pass
+
+
+class WorkerProcess:
+    """`riskapi worker` in a child process (its own session, so RQ's scheduler goes down with it)."""
+
+    def __init__(self, database_url: str, redis_url: str, queue: str, **settings):
+        self.queue = queue
+        self.redis_url = redis_url
+        self.log = Path(tempfile.mkstemp(prefix="riskapi-worker-", suffix=".log")[1])
+        self.env = dict(os.environ)
+        self.env.update(
+            {
+                "DATABASE_URL": database_url,
+                "REDIS_URL": redis_url,
+                "RISKAPI_WEBHOOK_QUEUE": queue,
+                "RISKAPI_WEBHOOK_ALLOW_PRIVATE": "1",
+                "RISKAPI_WEBHOOK_TIMEOUT": "3",
+                "RISKAPI_WEBHOOK_RETRY_DELAYS": "1,2,3",
+                "RISKAPI_WEBHOOK_STALE_AFTER": "3",
+                "RISKAPI_WEBHOOK_RELAY_INTERVAL": "0.02",
+                "PYTHONPATH": str(ROOT),
+            }
+        )
+        self.env.update({f"RISKAPI_WEBHOOK_{key.upper()}": str(value) for key, value in settings.items()})
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> WorkerProcess:
+        """Start the worker and wait until RQ lists it."""
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "riskapi.cli", "worker"],
+                cwd=ROOT,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        connection = redis.Redis.from_url(self.redis_url, socket_timeout=2)
+        try:
+            started = wait_until(lambda: self._listening(connection), timeout=15, interval=0.05)
+        finally:
+            connection.close()
+        if not started:
+            self.stop()
+            raise RuntimeError("worker did not start:\n" + self.output())
+        return self
+
+    def _listening(self, connection) -> bool:
+        from rq import Worker
+
+        if self.process.poll() is not None:
+            raise RuntimeError("worker exited:\n" + self.output())
+        try:
+            return any(w.pid == self.process.pid for w in Worker.all(connection=connection))
+        except redis.RedisError:
+            return False
+
+    def output(self) -> str:
+        """Return what the worker logged."""
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its scheduler: no chance to finish anything."""
+        if self.process is not None:
+            os.killpg(self.process.pid, 9)
+            self.process.wait()
+
+    def stop(self) -> None:
+        """Stop the worker as `riskapi serve` does."""
+        if self.process is not None:
+            stop_process_group(self.process, grace=10)
+
+    def alive(self) -> bool:
+        """Tell whether the worker process still runs."""
+        return self.process is not None and self.process.poll() is None
+
+
+def new_queue_name() -> str:
+    """Return a queue name no other test run uses."""
+    return f"riskapi-test-{uuid.uuid4().hex[:12]}"
+
+
+__all__ = [
+    "EmbeddedRedis",
+    "WorkerProcess",
+    "delete_queue",
+    "drain_pending",
+    "new_queue_name",
+    "shared_redis_url",
+    "wait_until",
+]
