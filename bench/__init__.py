@@ -1,0 +1,1 @@
+"""Benchmark of the service against a bare Flask + Peewee endpoint (not a test)."""

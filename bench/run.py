@@ -1,0 +1,135 @@
+"""Run the whole benchmark: seed, serve both sides, print the three figures (`python bench/run.py -h`)."""
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import figures, load, seed, servers  # noqa: E402
+from bench.client import Client  # noqa: E402
+
+AIMS = {"throughput": 0.6, "depth": 1.3, "bulk": 3.0}
+
+
+def options(argv=None) -> argparse.Namespace:
+    """Parse the command line."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--drivers", type=int, default=100_000, help="drivers to seed (default 100000)")
+    parser.add_argument("--processes", type=int, default=2, help="server processes on EACH side (default 2)")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds of load per round and side (default 10)")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds A,B,B,A... (default 2)")
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds of warm-up load per side (default 2)")
+    parser.add_argument("--connections", type=int, default=16, help="concurrent connections (default 16)")
+    parser.add_argument("--load", choices=("auto", "wrk", "python"), default="auto", help="load generator (default: wrk if any)")
+    parser.add_argument("--baseline-server", choices=("gunicorn", "uvicorn"), default="gunicorn",
+                        help="gunicorn sync workers (default) or uvicorn + a2wsgi like the service")  # fmt: skip
+    parser.add_argument("--depth", type=int, default=90_000, help="position of the deep page (default 90000)")
+    parser.add_argument("--samples", type=int, default=200, help="timed requests per page for the depth figure (default 200)")
+    parser.add_argument("--bulk-runs", type=int, default=5, help="timed 1,000-driver creates (default 5)")
+    parser.add_argument("--database-url", help="seed and serve this database instead of a fresh SQLite file (rows are added)")
+    args = parser.parse_args(argv)
+    if args.load == "auto":
+        args.load = "wrk" if load.wrk_available() else "python"
+    if args.load == "python":
+        print("note: wrk not found, using the Python load generator (weaker); `apt-get install -y wrk` for better figures")
+    if args.baseline_server == "gunicorn" and not servers.has_gunicorn():
+        print("note: gunicorn not installed (`pip install gunicorn`); the baseline runs under uvicorn + a2wsgi")
+        args.baseline_server = "uvicorn"
+    if args.depth >= args.drivers:
+        parser.error("--depth must be below --drivers")
+    return args
+
+
+def report(name: str, value: float, aim: str, met: bool) -> None:
+    """Print one figure next to its aim."""
+    print(f"{name:<36} {value:6.2f}   (aim {aim}: {'met' if met else 'NOT met'})")
+
+
+def describe(args) -> None:
+    """Say what each side runs."""
+    threads = os.environ.get("RISKAPI_THREADS", "4")
+    print(f"service : uvicorn --workers {args.processes}, riskapi.app:asgi (Connexion; a2wsgi pool of {threads} threads)")
+    kind = "sync workers" if args.baseline_server == "gunicorn" else f"a2wsgi pool of {threads} threads"
+    print(f"baseline: {args.baseline_server} --workers {args.processes}, bench.baseline:app (bare Flask + Peewee; {kind})")
+
+
+def measure(args, seeded, service: servers.Server, baseline: servers.Server, path: str) -> dict:
+    """Measure the three figures against running servers."""
+    page = path + "?per_page=50"
+    print(f"(a) GET {page} with {args.load}, {args.connections} connections, {args.rounds} x {args.duration:g} s per side")
+    rounds = figures.throughput(
+        figures.Target("service", service, page), figures.Target("baseline", baseline, page), seeded.token, args
+    )
+    ours, theirs = ([rate for rate, _ in rounds[name]] for name in ("service", "baseline"))
+    cpu = [statistics.mean(ms for _, ms in rounds[name]) for name in ("service", "baseline")]
+    print(f"    mean: service {statistics.mean(ours):.0f} req/s, baseline {statistics.mean(theirs):.0f} req/s;"
+          f" server CPU per request: service {cpu[0]:.2f} ms, baseline {cpu[1]:.2f} ms")  # fmt: skip
+    client = Client(service.port, seeded.token)
+    try:
+        first, deep = figures.depth_ratio(client, path, args.depth, args.samples)
+        print(f"(b) median of {args.samples}: first page {first:.2f} ms, page at {args.depth} {deep:.2f} ms")
+        api, raw = figures.bulk_ratio(client, seeded.agency_id, args.bulk_runs)
+        print(f"(c) median of {args.bulk_runs}: 1,000-driver POST {api:.1f} ms, raw insert_many {raw:.1f} ms")
+    finally:
+        client.close()
+    return {
+        "throughput": statistics.mean(ours) / statistics.mean(theirs),
+        "cpu": cpu[1] / cpu[0],
+        "depth": deep / first,
+        "bulk": api / raw,
+    }
+
+
+def run(args, workdir: str) -> dict:
+    """Seed, start both servers, measure, always stop them."""
+    url = args.database_url or "sqlite:///" + os.path.join(workdir, "bench.db")
+    started = time.perf_counter()
+    seeded = seed.seed(url, args.drivers)
+    print(f"seeded {seeded.drivers} drivers in {time.perf_counter() - started:.1f} s ({url.split('://')[0]})")
+    env, path = {"DATABASE_URL": url}, f"/api/v1/risks/{seeded.risk_uuid}/data/drivers"
+    ports = servers.free_port(), servers.free_port()
+    service = servers.Server("service", servers.service_argv(ports[0], args.processes), env, ports[0], workdir)
+    baseline_argv = servers.baseline_argv(ports[1], args.processes, args.baseline_server)
+    baseline = servers.Server("baseline", baseline_argv, env, ports[1], workdir)
+    try:
+        for server in (service, baseline):
+            server.start(path + "?per_page=50", {"Authorization": f"Bearer {seeded.token}"})
+        describe(args)
+        return measure(args, seeded, service, baseline, path)
+    finally:
+        service.stop()
+        baseline.stop()
+
+
+def summary(found: dict) -> None:
+    """Print the figures against their aims."""
+    print()
+    report("(a) throughput service/baseline", found["throughput"], ">= 0.6", found["throughput"] >= AIMS["throughput"])
+    print(f"{'    (CPU per request baseline/service)':<36} {found['cpu']:6.2f}   (less sensitive to a noisy machine)")
+    report("(b) deep page / first page", found["depth"], "<= 1.3", found["depth"] <= AIMS["depth"])
+    report("(c) bulk create / raw insert_many", found["bulk"], "<= 3", found["bulk"] <= AIMS["bulk"])
+
+
+def main(argv=None) -> int:
+    """Run the benchmark; exit 1 on errors only (a missed aim is a figure, not an error)."""
+    args = options(argv)
+    workdir = tempfile.mkdtemp(prefix="riskapi-bench-")
+    try:
+        summary(run(args, workdir))
+    except Exception as exc:
+        print(f"bench failed: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Start the servers under test on 127.0.0.1 and stop every process they started, by PID."""
+
+import http.client
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    """Return a free TCP port on loopback."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def has_gunicorn() -> bool:
+    """Tell whether gunicorn can run under this interpreter."""
+    return shutil.which("gunicorn", path=str(Path(sys.executable).parent)) is not None
+
+
+def service_argv(port: int, processes: int) -> list[str]:
+    """The service as `riskapi serve` runs it: uvicorn, the app factory, N worker processes."""
+    return [sys.executable, "-m", "uvicorn", "riskapi.app:asgi", "--factory", "--host", "127.0.0.1", "--port", str(port),
+            "--workers", str(processes), "--log-level", "warning", "--no-access-log"]  # fmt: skip
+
+
+def baseline_argv(port: int, processes: int, kind: str) -> list[str]:
+    """The bare endpoint under gunicorn sync workers, or under uvicorn with a2wsgi like the service."""
+    if kind == "gunicorn":
+        return [sys.executable, "-m", "gunicorn", "-w", str(processes), "-k", "sync", "-b", f"127.0.0.1:{port}",
+                "--log-level", "warning", "bench.baseline:app"]  # fmt: skip
+    return [sys.executable, "-m", "uvicorn", "bench.baseline:asgi", "--factory", "--host", "127.0.0.1", "--port", str(port),
+            "--workers", str(processes), "--log-level", "warning", "--no-access-log"]  # fmt: skip
+
+
+def _started(pid: int) -> str | None:
+    """Return a process's start time (to never signal a recycled PID), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return None
+
+
+def _descendants(pid: int) -> list[int]:
+    found = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                for child in handle.read().split():
+                    found += [int(child), *_descendants(int(child))]
+    except OSError:
+        pass
+    return found
+
+
+class Server:
+    """One server process tree, started with a log file and stopped by PID."""
+
+    def __init__(self, name: str, argv: list[str], env: dict, port: int, log_dir: str, root: Path = ROOT):
+        self.name, self.argv, self.env, self.port, self.root = name, argv, env, port, root
+        self.log_path = os.path.join(log_dir, f"{name}.log")
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, ready_path: str, headers: dict, timeout: float = 60.0) -> "Server":
+        """Start the process and wait until ready_path answers 200."""
+        env = {**os.environ, **self.env, "PYTHONPATH": str(self.root)}
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(self.argv, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+                conn.request("GET", ready_path, headers=headers)
+                status = conn.getresponse().status
+                conn.close()
+                if status == 200:
+                    return self
+                raise RuntimeError(f"{self.name} answered {status} to {ready_path}:\n{self.log_tail()}")
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError(f"{self.name} did not answer within {timeout:.0f} s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        """Terminate the process, then any worker it left behind, each by PID."""
+        if self.proc is None:
+            return
+        children = [(pid, _started(pid)) for pid in _descendants(self.proc.pid)]
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        for pid, started in children:
+            if started is not None and _started(pid) == started:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        self.proc = None
+
+    def cpu_seconds(self) -> float:
+        """Return the CPU time (user + system) used so far by the server and its workers."""
+        total = 0.0
+        for pid in [self.proc.pid, *_descendants(self.proc.pid)]:
+            try:
+                with open(f"/proc/{pid}/stat") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / TICKS
+        return total
+
+    def log_tail(self, lines: int = 20) -> str:
+        """Return the end of the server's log."""
+        with open(self.log_path, errors="replace") as handle:
+            return "".join(handle.readlines()[-lines:])
