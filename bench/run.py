@@ -38,7 +38,8 @@ def options(argv=None) -> argparse.Namespace:
     if args.load == "auto":
         args.load = "wrk" if load.wrk_available() else "python"
     if args.load == "python":
-        print("note: wrk not found, using the Python load generator (weaker); `apt-get install -y wrk` for better figures")
+        args.connections = min(args.connections, load.PYTHON_CLIENTS)
+        print("note: using the Python load generator (weaker than wrk; `apt-get install -y wrk` for better figures)")
     if args.baseline_server == "gunicorn" and not servers.has_gunicorn():
         print("note: gunicorn not installed (`pip install gunicorn`); the baseline runs under uvicorn + a2wsgi")
         args.baseline_server = "uvicorn"
@@ -56,8 +57,8 @@ def describe(args) -> None:
     """Say what each side runs."""
     threads = os.environ.get("RISKAPI_THREADS", "4")
     print(f"service : uvicorn --workers {args.processes}, riskapi.app:asgi (Connexion; a2wsgi pool of {threads} threads)")
-    kind = "sync workers" if args.baseline_server == "gunicorn" else f"a2wsgi pool of {threads} threads"
-    print(f"baseline: {args.baseline_server} --workers {args.processes}, bench.baseline:app (bare Flask + Peewee; {kind})")
+    kind = "app, sync workers" if args.baseline_server == "gunicorn" else f"asgi, a2wsgi pool of {threads} threads"
+    print(f"baseline: {args.baseline_server} --workers {args.processes}, bench.baseline:{kind} (bare Flask + Peewee)")
 
 
 def measure(args, seeded, service: servers.Server, baseline: servers.Server, path: str) -> dict:

@@ -83,4 +83,5 @@ def seed(database_url: str, count: int) -> Seeded:
                     for n in range(start, min(start + CHUNK, count))
                 ]
                 Driver.insert_many(rows).execute()
+        models.db.execute_sql("ANALYZE")  # Planner statistics, as a database in service would have.
     return Seeded(token=token, agency_id=agency.id, risk_uuid=str(risk.uuid), drivers=count)
