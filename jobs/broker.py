@@ -33,6 +33,16 @@ def server_executable() -> str:
     return os.path.join(list(spec.submodule_search_locations)[0], "bin", "redis-server")
 
 
+def die_with_parent() -> None:
+    """In a child about to exec: have Linux SIGTERM it when its parent dies, even by SIGKILL."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, 15)  # PR_SET_PDEATHSIG, SIGTERM
+    except (OSError, AttributeError):
+        pass
+
+
 class EmbeddedRedis:
     """A redis-server child process on a unix socket in a private directory."""
 
@@ -73,7 +83,7 @@ class EmbeddedRedis:
             "--logfile",
             os.path.join(self.directory, "redis.log"),
         ]
-        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)
         deadline = time.monotonic() + timeout
         client = redis.Redis(unix_socket_path=self.socket, socket_connect_timeout=1)
         try:

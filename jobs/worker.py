@@ -58,9 +58,11 @@ def run(settings: Settings, connection: redis.Redis, burst: bool = False, stop: 
                 worker.work(burst=burst, with_scheduler=True, logging_level="WARNING")
                 break  # asked to stop (or burst done)
             except redis.ConnectionError as exc:
-                log.warning("worker lost Redis (%s); restarting", exc)
                 if worker.scheduler is not None:
                     worker.stop_scheduler()
+                if getattr(worker, "_stop_requested", False):
+                    break
+                log.warning("worker lost Redis (%s); restarting", exc)
                 time.sleep(1)
     finally:
         stop.set()

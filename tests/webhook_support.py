@@ -149,9 +149,10 @@ class WorkerProcess:
             self.process.wait()
 
     def stop(self) -> None:
-        """Stop the worker as `riskapi serve` does."""
+        """Stop the worker as `riskapi serve` does, and remove its log."""
         if self.process is not None:
             stop_process_group(self.process, grace=10)
+        self.log.unlink(missing_ok=True)
 
     def alive(self) -> bool:
         """Tell whether the worker process still runs."""
