@@ -24,7 +24,7 @@ def _moment(text: str, field, upper: bool):
             return day + datetime.timedelta(days=1) if upper else day
         moment = datetime.datetime.fromisoformat(text.replace(" ", "T", 1))
         if moment.tzinfo is not None:
-            moment = moment.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+            moment = moment.astimezone(datetime.UTC).replace(tzinfo=None)
         return moment
     return datetime.date.fromisoformat(text)
 
