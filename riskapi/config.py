@@ -21,7 +21,7 @@ class Settings:
     secret_key: str = field(default="", repr=False)
     max_body_bytes: int = 10 * 1024 * 1024
     validate_responses: bool = False
-    threads: int = 4
+    threads: int = 2
     webhook_timeout: float = 5.0
     webhook_retry_delays: tuple[float, ...] = (10.0, 100.0, 1000.0)
     webhook_allow_private: bool = False

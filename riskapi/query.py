@@ -53,8 +53,17 @@ class ListSpec:
             if bare not in seen:
                 seen.add(bare)
                 keys.append(Key(self.field(bare), name.startswith("-")))
-        keys.append(Key(self.model._meta.primary_key, False))
+        if not self._unique(keys[-1].field):
+            keys.append(Key(self.model._meta.primary_key, False))
         return keys
+
+    def _unique(self, field) -> bool:
+        """Tell whether a column is already a total order within a risk profile (no tiebreaker needed)."""
+        if field.null:
+            return False
+        if field.unique or field is self.model._meta.primary_key:
+            return True
+        return any(unique and set(names) == {"risk", field.name} for names, unique in self.model._meta.indexes)
 
     def signature_of(self, sort: list | None) -> str:
         """Name the ordering so a cursor cannot be replayed on another one."""
