@@ -15,6 +15,7 @@ import peewee
 import models
 from models.risk_data import Driver, Vehicle
 from models.tenancy import Risk, Token
+from riskapi.config import Settings
 
 UTC = datetime.UTC
 HIDDEN = {"id", "risk", "uuid", "created", "updated", "vehicle"}
@@ -87,4 +88,4 @@ def asgi():
     """Return the endpoint wrapped like the service's Flask app (a2wsgi pool of RISKAPI_THREADS)."""
     from a2wsgi import WSGIMiddleware
 
-    return WSGIMiddleware(app.wsgi_app, workers=int(os.environ.get("RISKAPI_THREADS", "4")))
+    return WSGIMiddleware(app.wsgi_app, workers=Settings.from_env().threads)

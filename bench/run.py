@@ -14,6 +14,7 @@ if __package__ in (None, ""):
 
 from bench import figures, load, seed, servers  # noqa: E402
 from bench.client import Client  # noqa: E402
+from riskapi.config import Settings
 
 AIMS = {"throughput": 0.6, "depth": 1.3, "bulk": 3.0}
 
@@ -55,7 +56,7 @@ def report(name: str, value: float, aim: str, met: bool) -> None:
 
 def describe(args) -> None:
     """Say what each side runs."""
-    threads = os.environ.get("RISKAPI_THREADS", "4")
+    threads = Settings.from_env().threads
     print(f"service : uvicorn --workers {args.processes}, riskapi.app:asgi (Connexion; a2wsgi pool of {threads} threads)")
     kind = "app, sync workers" if args.baseline_server == "gunicorn" else f"asgi, a2wsgi pool of {threads} threads"
     print(f"baseline: {args.baseline_server} --workers {args.processes}, bench.baseline:{kind} (bare Flask + Peewee)")
