@@ -11,7 +11,7 @@ from models.tenancy import Risk
 from riskapi import bulk, outbox, query, render
 from riskapi.app import settings
 from riskapi.errors import ApiError
-from riskapi.pagination import Paginator
+from riskapi.pagination import Paginator, envelope
 
 _SECRET: list = []
 
@@ -80,13 +80,7 @@ def list_objects(operation_id, model, user, risk, per_page, cursor, filters, sor
     rows, next_cursor, prev_cursor = paginator.page(rows_query, per_page, cursor)
     items = render.envelopes(model, rows, include)
     args = list(flask.request.args.items(multi=True))
-    return respond(200, _page(items, per_page, next_cursor, prev_cursor, args))
-
-
-def _page(items, per_page, next_cursor, prev_cursor, args):
-    from riskapi.pagination import envelope
-
-    return envelope(items, per_page, next_cursor, prev_cursor, flask.request.base_url, args)
+    return respond(200, envelope(items, per_page, next_cursor, prev_cursor, flask.request.base_url, args))
 
 
 _SPECS: dict = {}

@@ -3,7 +3,6 @@
 import functools
 
 import connexion
-import peewee
 from a2wsgi import WSGIMiddleware
 from connexion.datastructures import MediaTypeDict
 from connexion.middleware import MiddlewarePosition
@@ -75,5 +74,3 @@ def settings() -> Settings:
 
     return flask.current_app.config["RISKAPI"]
 
-
-__all__ = ["create_app", "asgi", "settings", "peewee"]

@@ -5,7 +5,6 @@ import logging
 
 import orjson
 from connexion.lifecycle import ConnexionResponse
-from connexion.problem import problem  # noqa: F401  (kept for symmetry with Connexion's API)
 from starlette.exceptions import HTTPException
 
 log = logging.getLogger("riskapi")
