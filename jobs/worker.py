@@ -1,8 +1,11 @@
-"""A delivery worker process: the outbox relay in a thread, and an RQ worker with its scheduler.
+"""A delivery worker process: the outbox relay in a thread, and RQ workers (one with RQ's scheduler).
 
 The worker class is RQ's `SimpleWorker` on purpose: a delivery is a few milliseconds of database
 work around one HTTPS POST, and the default worker's fork per job would cost more than the job.
-Job timeouts still hold (SimpleWorker arms SIGALRM in the main thread).
+Deliveries mostly wait on the network (up to the 5 s deadline), so a process runs one worker per
+thread (RISKAPI_WEBHOOK_WORKER_THREADS): one slow receiver does not hold up every other delivery.
+The main thread's worker handles SIGTERM/SIGINT and runs the scheduler; job timeouts are SIGALRM
+there and a timer in the other threads.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import time
 
 import redis
 from rq import SimpleWorker
+from rq.timeouts import TimerDeathPenalty
 
 import models
 from jobs import queue as jobs_queue
@@ -37,32 +41,111 @@ class DeliveryWorker(SimpleWorker):
         super().handle_exception(job, *exc_info)
 
 
-def run(settings: Settings, connection: redis.Redis, burst: bool = False, stop: threading.Event | None = None) -> None:
-    """Run the relay and one delivery worker until SIGTERM/SIGINT (or, in burst mode, until idle)."""
+class ThreadWorker(DeliveryWorker):
+    """A DeliveryWorker in a helper thread: job timeouts by timer, no signal handlers (the main one's)."""
+
+    death_penalty_class = TimerDeathPenalty
+
+    def _install_signal_handlers(self):
+        pass
+
+    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
+        """Wait for a job in one-second slices, so that a stop request is seen within a second."""
+        if timeout is None:  # burst
+            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        while not self._stop_requested:
+            result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time=1)
+            if result is not None:
+                return result
+        return None
+
+
+def _serve_jobs(make_worker, stop: threading.Event, burst: bool, current: list) -> None:
+    """Run RQ workers from make_worker until stop is set (or, in burst mode, the queue is empty)."""
+    while not stop.is_set():
+        worker = make_worker()
+        current.append(worker)
+        try:
+            worker.work(burst=burst, with_scheduler=isinstance(worker, MainWorker), logging_level="WARNING")
+            return  # asked to stop (or burst done)
+        except redis.ConnectionError as exc:
+            if worker.scheduler is not None:
+                worker.stop_scheduler()
+            if getattr(worker, "_stop_requested", False):
+                return
+            log.warning("worker lost Redis (%s); restarting", exc)
+            time.sleep(1)
+        finally:
+            current.remove(worker)
+
+
+class MainWorker(DeliveryWorker):
+    """The worker of the main thread: it handles SIGTERM/SIGINT and runs RQ's scheduler."""
+
+    # Called once RQ's scheduler (a forked process) has started: other threads are best started
+    # after the fork, so that the child inherits no lock another thread holds.
+    ready = None
+
+    def _start_scheduler(self, *args, **kwargs):
+        try:
+            super()._start_scheduler(*args, **kwargs)
+        finally:
+            if self.ready is not None:
+                self.ready()
+
+
+def run(
+    settings: Settings,
+    connection: redis.Redis,
+    relay_connection: redis.Redis,
+    burst: bool = False,
+    threads: int = 1,
+) -> None:
+    """Run the relay and `threads` delivery workers until SIGTERM/SIGINT (or, in burst mode, until idle).
+
+    Deliveries wait on the network, so one process delivers several at once: one RQ worker per
+    thread (SimpleWorker: no fork per job), the main thread's with RQ's scheduler.
+    """
     logging.getLogger("rq.worker").setLevel(logging.WARNING)
     models.bind(settings.database_url)
-    relay = Relay(connection, settings)
-    stop = stop or threading.Event()
+    relay = Relay(relay_connection, settings)
+    stop = threading.Event()
+    queue = jobs_queue.queue(connection, settings.webhook_queue)
+    helpers: list = []
+    helper_threads: list = []
     if burst:
         models.db.connect(reuse_if_open=True)
         while relay.relay_pending():
             pass
         relay.rescue()
-    else:
-        threading.Thread(target=relay.run, args=(stop,), name="relay", daemon=True).start()
-    queue = jobs_queue.queue(connection, settings.webhook_queue)
+
+    def start_threads() -> None:
+        if helper_threads or stop.is_set():
+            return
+        if not burst:
+            threading.Thread(target=relay.run, args=(stop,), name="relay", daemon=True).start()
+        for number in range(max(threads, 1) - 1):
+            thread = threading.Thread(
+                target=_serve_jobs,
+                args=(lambda: ThreadWorker([queue], connection=connection), stop, burst, helpers),
+                name=f"delivery-{number + 1}",
+                daemon=True,
+            )
+            thread.start()
+            helper_threads.append(thread)
+        helper_threads.append(threading.current_thread())  # started: never again
+
+    def main_worker() -> MainWorker:
+        worker = MainWorker([queue], connection=connection, maintenance_interval=60)
+        worker.ready = start_threads
+        return worker
+
     try:
-        while not stop.is_set():
-            worker = DeliveryWorker([queue], connection=connection, maintenance_interval=60)
-            try:
-                worker.work(burst=burst, with_scheduler=True, logging_level="WARNING")
-                break  # asked to stop (or burst done)
-            except redis.ConnectionError as exc:
-                if worker.scheduler is not None:
-                    worker.stop_scheduler()
-                if getattr(worker, "_stop_requested", False):
-                    break
-                log.warning("worker lost Redis (%s); restarting", exc)
-                time.sleep(1)
+        _serve_jobs(main_worker, stop, burst, [])
     finally:
         stop.set()
+        for worker in list(helpers):
+            worker._stop_requested = True  # warm: each finishes the job in hand
+        for thread in helper_threads:
+            if thread is not threading.current_thread():
+                thread.join(settings.webhook_timeout + 5)

@@ -44,9 +44,7 @@ class Webhook(PublicModel):
     @classmethod
     def subscribed(cls, agency_id: int, event: str):
         """Select the agency's active webhooks subscribed to an event."""
-        return cls.select(cls.id).where(
-            (cls.agency == agency_id) & cls.disabled.is_null() & cls.events.contains(f",{event},")
-        )
+        return cls.select(cls.id).where((cls.agency == agency_id) & cls.disabled.is_null() & cls.events.contains(f",{event},"))
 
 
 class Event(BaseModel):

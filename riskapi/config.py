@@ -31,6 +31,7 @@ class Settings:
     webhook_queue: str = "webhooks"
     webhook_stale_after: float = 30.0
     webhook_relay_interval: float = 0.05
+    webhook_worker_threads: int = 4
 
     @classmethod
     def from_env(cls, environ=None) -> "Settings":
@@ -52,4 +53,5 @@ class Settings:
             webhook_queue=env.get("RISKAPI_WEBHOOK_QUEUE", cls.webhook_queue),
             webhook_stale_after=float(env.get("RISKAPI_WEBHOOK_STALE_AFTER", cls.webhook_stale_after)),
             webhook_relay_interval=float(env.get("RISKAPI_WEBHOOK_RELAY_INTERVAL", cls.webhook_relay_interval)),
+            webhook_worker_threads=int(env.get("RISKAPI_WEBHOOK_WORKER_THREADS", cls.webhook_worker_threads)),
         )

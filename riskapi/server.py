@@ -88,4 +88,10 @@ def work(settings: Settings, burst: bool = False) -> None:
         raise SystemExit("riskapi worker: set REDIS_URL (the Redis that `riskapi serve` and the API hosts share)")
     models.bind(settings.database_url)
     models.upgrade()
-    worker.run(settings, broker.connect(settings.redis_url), burst=burst)
+    worker.run(
+        settings,
+        broker.connect(settings.redis_url),
+        broker.connect(settings.redis_url),
+        burst=burst,
+        threads=settings.webhook_worker_threads,
+    )

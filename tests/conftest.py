@@ -151,7 +151,7 @@ def make_webhook(
 
 @pytest.fixture(scope="session")
 def redis_url():
-    """A real Redis: RISKAPI_TEST_REDIS_URL, the one on 127.0.0.1:6379, or an embedded one started here."""
+    """A real Redis: RISKAPI_TEST_REDIS_URL or REDIS_URL, the one on 127.0.0.1:6379, or an embedded one started here."""
     from tests.webhook_support import EmbeddedRedis, shared_redis_url
 
     url = shared_redis_url()

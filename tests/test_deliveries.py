@@ -255,8 +255,9 @@ def test_private_destinations_are_refused_at_delivery_time_without_the_setting(c
 
 def test_redis_down_during_writes_then_back_every_delivery_arrives(client, tenant, receiver, start_worker):
     own = EmbeddedRedis(port=free_port()).start()  # ours alone: stopping it touches nobody else
+    worker = None
     try:
-        start_worker(redis_url=own.url)
+        worker = start_worker(redis_url=own.url)
         hook = make_webhook(client, tenant, url=receiver.url)
         add_driver(client, tenant, first_name="before")
         assert receiver.wait_for(1, timeout=10)
@@ -276,6 +277,8 @@ def test_redis_down_during_writes_then_back_every_delivery_arrives(client, tenan
         log = settled(client, tenant, hook, 6)
         assert {d["data"]["status"] for d in log} == {"succeeded"}
     finally:
+        if worker is not None:
+            worker.stop()  # while its Redis still answers
         own.close()
 
 

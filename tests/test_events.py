@@ -93,9 +93,7 @@ def test_only_active_subscribed_webhooks_of_the_agency_get_deliveries(client, te
 
 def test_dry_runs_and_failed_writes_emit_nothing(client, tenant):
     hook = make_webhook(client, tenant, events=["driver.created", "driver.updated"])
-    dry = client.post(
-        tenant.url("/drivers"), json=items("driver", {}), headers={**tenant.headers, "Precognition": "true"}
-    )
+    dry = client.post(tenant.url("/drivers"), json=items("driver", {}), headers={**tenant.headers, "Precognition": "true"})
     assert dry.status_code == 204
     bad = client.post(tenant.url("/drivers"), json=items("driver", {}, {"number": "x"}), headers=tenant.headers)
     assert bad.status_code == 422
@@ -175,16 +173,9 @@ def test_deleting_a_webhook_deletes_its_deliveries(client, tenant):
     hook = make_webhook(client, tenant)
     client.post(tenant.url("/drivers"), json=items("driver", {}), headers=tenant.headers)
     assert len(log(client, tenant, hook)) == 1
-    client.request(
-        "DELETE", "/webhooks", json={"data": [{"object": "webhook", "uuid": hook["uuid"]}]}, headers=tenant.headers
-    )
+    client.request("DELETE", "/webhooks", json={"data": [{"object": "webhook", "uuid": hook["uuid"]}]}, headers=tenant.headers)
     with models.db.connection_context():
-        assert (
-            not Delivery.select()
-            .join(models.webhooks.Webhook)
-            .where(models.webhooks.Webhook.uuid == hook["uuid"])
-            .exists()
-        )
+        assert not Delivery.select().join(models.webhooks.Webhook).where(models.webhooks.Webhook.uuid == hook["uuid"]).exists()
 
 
 class _Counter:
@@ -214,9 +205,7 @@ def test_record_costs_one_query_when_nobody_is_subscribed(client, tenant):
     with models.db.connection_context(), _Counter(models.db.obj) as counter:
         with models.atomic():
             assert outbox.record(tenant.agency.id, "driver.created", payloads) == []
-    queries = [
-        sql for sql in counter.statements if not sql.upper().startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"))
-    ]
+    queries = [sql for sql in counter.statements if not sql.upper().startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"))]
     assert len(queries) == 1, counter.statements
 
 

@@ -171,9 +171,7 @@ def test_plan_limit_counts_active_webhooks_and_writes_nothing_over_it(server, cl
     assert current[second["uuid"]]["data"]["disabled"] is not None
     assert current[second["uuid"]]["data"]["description"] is None
     # Disabling one and re-enabling another in the same request stays within the limit.
-    swap = patch(
-        client, tenant, (third.json()["data"][0]["uuid"], {"disabled": True}), (second["uuid"], {"disabled": None})
-    )
+    swap = patch(client, tenant, (third.json()["data"][0]["uuid"], {"disabled": True}), (second["uuid"], {"disabled": None}))
     assert swap.status_code == 200, swap.text
 
 
@@ -189,9 +187,7 @@ def test_plan_limit_is_per_agency(server, client):
 
 def test_update_changes_only_what_is_given(client, tenant):
     hook = make_webhook(client, tenant, description="first")
-    response = patch(
-        client, tenant, (hook["uuid"], {"url": "https://other.example.org/x", "events": ["vehicle.deleted"]})
-    )
+    response = patch(client, tenant, (hook["uuid"], {"url": "https://other.example.org/x", "events": ["vehicle.deleted"]}))
     assert response.status_code == 200
     [updated] = response.json()["data"]
     assert updated["uuid"] == hook["uuid"]
@@ -217,9 +213,7 @@ def test_update_refuses_type_changes_unknown_and_foreign_uuids(client, tenant, o
     )
     assert response.status_code == 422
     errors = response.json()["message"]
-    assert errors["data.0.data.type"] == [
-        "The data.0.data.type field cannot be changed; delete the webhook and create another."
-    ]
+    assert errors["data.0.data.type"] == ["The data.0.data.type field cannot be changed; delete the webhook and create another."]
     assert errors["data.1.uuid"] == ["The selected data.1.uuid is invalid."]
     assert errors["data.2.uuid"] == ["The selected data.2.uuid is invalid."]
     assert errors["data.3.uuid"] == ["The data.3.uuid field has a duplicate value."]
@@ -246,9 +240,7 @@ def test_disable_and_re_enable(client, tenant):
 
 def test_update_dry_run_writes_nothing(client, tenant):
     hook = make_webhook(client, tenant)
-    passed = patch(
-        client, tenant, (hook["uuid"], {"url": "https://new.example.com/"}), headers={"Precognition": "true"}
-    )
+    passed = patch(client, tenant, (hook["uuid"], {"url": "https://new.example.com/"}), headers={"Precognition": "true"})
     assert passed.status_code == 204
     failed = patch(client, tenant, (hook["uuid"], {"type": "zapier"}), headers={"Precognition": "true"})
     assert failed.status_code == 422 and failed.headers["Precognition-Success"] == "false"
@@ -295,9 +287,7 @@ def test_list_filters(client, tenant, other_tenant):
         events=["driver.created", "form.completed"],
         description="CRM sync",
     )
-    zap = make_webhook(
-        client, tenant, url="https://hooks.zapier.com/b", events=["signature_packet.completed"], type_="zapier"
-    )
+    zap = make_webhook(client, tenant, url="https://hooks.zapier.com/b", events=["signature_packet.completed"], type_="zapier")
     off = make_webhook(client, tenant, url="https://audit.example.net/c", events=["driver.deleted"])
     patch(client, tenant, (off["uuid"], {"disabled": True}))
     make_webhook(client, other_tenant, url="https://crm.example.com/other", events=["driver.created"])
@@ -321,9 +311,7 @@ def test_list_filters(client, tenant, other_tenant):
     assert matching(created="2000-01-01,2000-12-31") == set()
     assert matching(updated="2000-01-01,") == {crm["uuid"], zap["uuid"], off["uuid"]}
 
-    bad = client.get(
-        "/webhooks", params={"filter[events]": "nope.created", "filter[colour]": "x"}, headers=tenant.headers
-    )
+    bad = client.get("/webhooks", params={"filter[events]": "nope.created", "filter[colour]": "x"}, headers=tenant.headers)
     assert bad.status_code == 422
     assert bad.json()["message"]["filter[events]"] == ["The filter[events] field format is invalid."]
     assert bad.json()["message"]["filter"][0].startswith("Requested filter(s) `colour` are not allowed.")

@@ -31,8 +31,11 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05):
 
 
 def shared_redis_url() -> str | None:
-    """Return the Redis the tests may use without starting one: RISKAPI_TEST_REDIS_URL, or one on 6379."""
-    configured = os.environ.get("RISKAPI_TEST_REDIS_URL")
+    """Return the Redis the tests may use without starting one: RISKAPI_TEST_REDIS_URL, REDIS_URL, or one on 6379.
+
+    Tests only add queues of their own (random names) and remove them afterwards.
+    """
+    configured = os.environ.get("RISKAPI_TEST_REDIS_URL") or os.environ.get("REDIS_URL")
     if configured:
         return configured
     try:
@@ -100,7 +103,7 @@ class WorkerProcess:
                 "RISKAPI_WEBHOOK_RETRY_DELAYS": "1,2,3",
                 "RISKAPI_WEBHOOK_STALE_AFTER": "3",
                 "RISKAPI_WEBHOOK_RELAY_INTERVAL": "0.02",
-                "PYTHONPATH": str(ROOT),
+                "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
             }
         )
         self.env.update({f"RISKAPI_WEBHOOK_{key.upper()}": str(value) for key, value in settings.items()})
@@ -147,11 +150,13 @@ class WorkerProcess:
         if self.process is not None:
             os.killpg(self.process.pid, 9)
             self.process.wait()
+            self.process = None
 
     def stop(self) -> None:
-        """Stop the worker as `riskapi serve` does, and remove its log."""
+        """Stop the worker as `riskapi serve` does (once), and remove its log."""
         if self.process is not None:
             stop_process_group(self.process, grace=10)
+            self.process = None
         self.log.unlink(missing_ok=True)
 
     def alive(self) -> bool:

@@ -1,0 +1,178 @@
+"""Webhook delivery figures, measured in one run (`python bench/deliveries.py -h`).
+
+(a) Throughput: deliveries per second of ONE `riskapi worker` process (outbox relay + RQ SimpleWorker)
+    to a local HTTPS receiver, next to a bare loop of the same HTTP client (jobs.transport.post)
+    posting the same signed bodies to the same receiver. Both rates are timed at the receiver, from
+    the first request's arrival to the last one's. The ratio is the figure (aim >= 0.5).
+(b) Latency: from a driver create (POST, one driver) returning to its delivery arriving at the
+    receiver, p50 and p99 over sequential creates (aim p50 <= 100 ms).
+
+Everything is fresh and private: a temporary SQLite file (or rows added to --database-url), an
+embedded Redis on a unix socket (or --redis-url, with a queue of its own), the receiver on a free
+loopback port with a throw-away CA. Everything started is stopped at the end.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):
+    sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+import models  # noqa: E402
+from jobs import signing, transport  # noqa: E402
+from jobs.broker import EmbeddedRedis  # noqa: E402
+from jobs.delivery import headers  # noqa: E402
+from riskapi import outbox  # noqa: E402
+from riskapi.config import Settings  # noqa: E402
+from tests.conftest import ServerThread, free_port, items, make_tenant  # noqa: E402
+from tests.receiver import Receiver  # noqa: E402
+from tests.webhook_support import WorkerProcess, delete_queue  # noqa: E402
+
+AIMS = {"ratio": 0.5, "p50_ms": 100.0}
+
+
+def options(argv=None) -> argparse.Namespace:
+    """Parse the command line."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--deliveries", type=int, default=2000, help="deliveries for the throughput figure (default 2000)")
+    parser.add_argument("--creates", type=int, default=200, help="driver creates for the latency figure (default 200)")
+    parser.add_argument("--database-url", help="add rows to this database instead of a fresh SQLite file")
+    parser.add_argument("--redis-url", help="use this Redis (a private queue) instead of an embedded one")
+    parser.add_argument("--threads", type=int, default=Settings.webhook_worker_threads, help="worker threads (default 4)")
+    return parser.parse_args(argv)
+
+
+def rate(arrivals: list[float]) -> float:
+    """Requests per second between the first and the last arrival."""
+    return (len(arrivals) - 1) / (arrivals[-1] - arrivals[0])
+
+
+def bare_loop(receiver: Receiver, bodies: list[tuple], secret: str, work: Path) -> float:
+    """POST the signed bodies one after another with the worker's HTTP client, in a process of its own
+    (as the worker is); return deliveries/s as the receiver saw them."""
+    listing = work / "bodies.json"
+    listing.write_text(json.dumps([[event, d, w, body.decode()] for event, d, w, body in bodies]))
+    start = len(receiver.requests)
+    command = [sys.executable, __file__, "--bare-loop", str(listing), receiver.url, receiver.ca_path, secret]
+    subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return rate([r.at for r in receiver.requests[start:]])
+
+
+def run_bare_loop(listing: str, url: str, ca_path: str, secret: str) -> None:
+    """The bare loop itself: sign and post every body, sequentially."""
+    for event, delivery_uuid, webhook_uuid, text in json.loads(Path(listing).read_text()):
+        body = text.encode()
+        sent = headers(event, delivery_uuid, webhook_uuid, signing.sign(secret, body))
+        result = transport.post(url, body, sent, timeout=5, allow_private=True, ca_bundle=ca_path)
+        if not result.ok:
+            raise SystemExit(f"bare loop: delivery failed: {result}")
+
+
+def main(argv=None) -> int:
+    """Run both figures and print them."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--bare-loop"]:
+        run_bare_loop(*argv[1:5])
+        return 0
+    args = options(argv)
+    work = Path(tempfile.mkdtemp(prefix="riskapi-bench-deliveries-"))
+    database_url = args.database_url or f"sqlite:///{work}/bench.db"
+    os.environ["DATABASE_URL"] = database_url
+    settings = Settings.from_env()
+    models.bind(database_url)
+    models.upgrade()
+    embedded = None if args.redis_url else EmbeddedRedis().start()
+    redis_url = args.redis_url or embedded.url
+    queue = f"bench-{uuid.uuid4().hex[:8]}"
+    worker = None
+    try:
+        with Receiver() as receiver:
+            tenant = make_tenant(webhook_limit=100)
+            from models.webhooks import PENDING, Delivery, Event, Webhook, pack_events
+
+            with models.db.connection_context():
+                # Deliveries of other runs must not compete for this worker.
+                Delivery.update(status="failed").where(Delivery.status == PENDING).execute()
+                hook = Webhook.create(
+                    agency=tenant.agency.id, type="custom", url=receiver.url, secret=signing.generate_secret(),
+                    events=pack_events(["form.completed"]),
+                )  # fmt: skip
+                payloads = [{"form": f"F-{i}", "answers": {"q1": "yes", "q2": i}} for i in range(args.deliveries)]
+                with models.atomic():
+                    outbox.record(tenant.agency.id, "form.completed", payloads)
+                rows = Delivery.select(Delivery.uuid, Event.body).join(Event).where(Delivery.webhook == hook.id).tuples()
+                bodies = [("form.completed", str(d), str(hook.uuid), body.encode()) for d, body in rows]
+
+            # (a) the bare loop first (the worker is not running yet), then one worker process.
+            bare = bare_loop(receiver, bodies[: max(args.deliveries // 2, 2)], hook.secret, work)
+            before = len(receiver.requests)
+            worker = WorkerProcess(
+                database_url,
+                redis_url,
+                queue,
+                ca_bundle=receiver.ca_path,
+                timeout="5",
+                relay_interval="0.05",
+                worker_threads=str(args.threads),
+            ).start()
+            if not receiver.wait_for(before + args.deliveries, timeout=600):
+                raise SystemExit(f"worker: only {len(receiver.requests) - before} deliveries arrived")
+            worked = rate([r.at for r in receiver.requests[before:]])
+
+            # (b) latency from a driver create returning to its delivery arriving.
+            from riskapi.app import create_app
+
+            with models.db.connection_context():
+                Webhook.update(events=pack_events(["driver.created"])).where(Webhook.id == hook.id).execute()
+            latencies = []
+            with ServerThread(create_app(settings), free_port()) as server:
+                with httpx.Client(base_url=server.url + "/api/v1", headers=tenant.headers, timeout=30) as http:
+                    for i in range(args.creates + 5):
+                        seen = len(receiver.requests)
+                        response = http.post(tenant.url("/drivers"), json=items("driver", {"first_name": f"L{i}"}))
+                        returned = time.monotonic()
+                        if response.status_code != 201:
+                            raise SystemExit(f"create failed: {response.status_code} {response.text}")
+                        if not receiver.wait_for(seen + 1, timeout=30):
+                            raise SystemExit("latency: a delivery did not arrive")
+                        arrived = receiver.requests[seen]
+                        assert json.loads(arrived.body)["data"]["data"]["first_name"] == f"L{i}"
+                        if i >= 5:  # warm-up
+                            latencies.append((arrived.at - returned) * 1000)
+    finally:
+        if worker is not None:
+            worker.stop()
+            delete_queue(redis_url, queue)
+        if embedded is not None:
+            embedded.close()
+        models.db.close()
+        if not args.database_url:
+            for path in work.iterdir():
+                path.unlink()
+            work.rmdir()
+
+    latencies.sort()
+    p50 = statistics.median(latencies)
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    ratio = worked / bare
+    print(f"deliveries/s, bare loop of jobs.transport.post:  {bare:8.1f}")
+    print(f"deliveries/s, one `riskapi worker` process:      {worked:8.1f}   ({args.threads} threads)")
+    print(f"ratio worker / bare loop:                        {ratio:8.2f}   (aim >= {AIMS['ratio']})")
+    print(f"create → delivery latency p50:                   {p50:8.1f} ms (aim <= {AIMS['p50_ms']:.0f} ms)")
+    print(f"create → delivery latency p99:                   {p99:8.1f} ms   ({len(latencies)} creates)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
