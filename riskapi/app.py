@@ -11,7 +11,7 @@ from connexion.validators import FormDataValidator, MultiPartFormDataValidator
 import models
 from riskapi import errors
 from riskapi.config import Settings
-from riskapi.middleware import BodyMiddleware, HeadersMiddleware
+from riskapi.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
 from riskapi.request_validators import BodyValidator, ParamValidator
 from riskapi.spec import SPEC_PATH
 
@@ -42,6 +42,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
     app.add_middleware(
         BodyMiddleware, position=MiddlewarePosition.BEFORE_ROUTING, max_body_bytes=settings.max_body_bytes
     )
+    app.add_middleware(RoutedOnlyMiddleware, position=MiddlewarePosition.BEFORE_SECURITY)
 
     flask_app = app.app
     flask_app.config["RISKAPI"] = settings

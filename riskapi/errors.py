@@ -86,7 +86,12 @@ def _on_validation(request, exc: ValidationFailed):
 
 
 def _on_api_error(request, exc: ApiError):
-    return json_response(exc.status, {"message": exc.message, "status": exc.status})
+    headers = {}
+    if exc.status == 405:
+        from riskapi.spec import allowed_methods
+
+        headers["Allow"] = ", ".join(allowed_methods(request.url.path))
+    return json_response(exc.status, {"message": exc.message, "status": exc.status}, headers)
 
 
 _TEXTS = {

@@ -100,3 +100,21 @@ class BodyMiddleware:
             return await receive()
 
         return scope, replay
+
+
+class RoutedOnlyMiddleware:
+    """Answer 404/405 for requests the spec does not route, instead of letting Flask guess."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        routing = scope.get("extensions", {}).get("connexion_routing", {})
+        if scope["type"] == "http" and not routing.get("operation_id"):
+            from riskapi.spec import allowed_methods
+
+            methods = allowed_methods(scope["path"])
+            if methods and scope["method"] not in methods:
+                raise ApiError(405, "The method is not allowed for this URL.")
+            raise ApiError(404, "Not found.")
+        await self.app(scope, receive, send)

@@ -62,6 +62,7 @@ def _routes() -> list:
     for path, item in resolved()["paths"].items():
         pattern = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(base + path))
         routes.append((re.compile(f"^{pattern}/?$"), sorted(m.upper() for m in item if m in _METHODS)))
+    routes.append((re.compile(f"^{re.escape(base)}/openapi\\.json$"), ["GET"]))
     return routes
 
 

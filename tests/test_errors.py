@@ -109,3 +109,12 @@ def test_laravel_wording(client, tenant):
     }
     unknown = client.post(tenant.url("/drivers"), json=items("driver", {"shoe_size": 9}), headers=tenant.headers)
     assert unknown.json()["message"] == {"data.0.data.shoe_size": ["The data.0.data.shoe_size field is prohibited."]}
+
+
+def test_unrouted_requests_never_reach_flask(client, tenant):
+    odd = client.post(f"/risks/{tenant.risk}%0A/data/drivers", json=items("driver", {}), headers=tenant.headers)
+    assert odd.status_code == 404 and odd.json() == {"message": "Not found.", "status": 404}
+    options = client.options(tenant.url("/drivers"), headers=tenant.headers)
+    assert options.status_code == 405 and options.headers["Allow"] == "GET, POST"
+    assert client.options(tenant.url(), headers=tenant.headers).headers["Allow"] == "DELETE, PATCH, POST"
+    assert client.delete("/openapi.json").headers["Allow"] == "GET"
