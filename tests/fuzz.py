@@ -25,10 +25,18 @@ def seed(base: str, tenant) -> dict:
         premise = http.post(tenant.url("/premises"), json=items("premise", {"city": "Austin"})).json()["data"][0]
         http.post(tenant.url("/buildings"), json=items("building", {"premise": premise["uuid"]}))
         http.post(tenant.url("/drivers"), json=items("driver", {"first_name": "Ann"}, {"last_name": "Lee"}))
+        hook = {"type": "custom", "url": "https://hooks.example.com/riskapi", "events": ["driver.created"]}
+        webhook = http.post("/webhooks", json=items("webhook", hook)).json()["data"][0]["uuid"]
+        delivery = http.post(f"/webhooks/{webhook}/ping").json()["delivery"]
     # Precognition-Validate-Only deliberately lets a dry-run pass with errors outside the
     # selected fields; fuzzing it with random paths would call those passes "accepted
     # invalid data". `data` selects every field, so dry-runs are checked in full.
-    return {"path.risk": tenant.risk, "header.Precognition-Validate-Only": "data"}
+    return {
+        "path.risk": tenant.risk,
+        "path.webhook": webhook,
+        "path.delivery": delivery,
+        "header.Precognition-Validate-Only": "data",
+    }
 
 
 def config(token: str, parameters: dict, max_examples: int) -> str:
@@ -69,7 +77,8 @@ def main(argv=None) -> int:
     os.environ["RISKAPI_VALIDATE_RESPONSES"] = "1"
     settings = Settings.from_env()
     reset_database(settings.database_url)
-    tenant = make_tenant()
+    # A plan limit the fuzzer cannot reach, so webhook creates are exercised rather than refused.
+    tenant = make_tenant(webhook_limit=1_000_000)
 
     from riskapi.app import create_app
 
