@@ -370,3 +370,24 @@ def test_serve_runs_api_relay_worker_and_embedded_redis_and_stops_them_all(tmp_p
         if serve.poll() is None:
             os.killpg(serve.pid, signal.SIGKILL)
             serve.wait()
+
+
+def test_worker_burst_delivers_what_is_waiting_and_exits(client, tenant, settings, redis_url, receiver, start_worker):
+    # start_worker: for its clean slate (earlier tests' pending deliveries settled), no worker started.
+    from tests.webhook_support import WorkerProcess, delete_queue, new_queue_name
+
+    hook = make_webhook(client, tenant, url=receiver.url)
+    for i in range(3):
+        add_driver(client, tenant, first_name=f"b{i}")
+    queue = new_queue_name()
+    worker = WorkerProcess(settings.database_url, redis_url, queue, ca_bundle=receiver.ca_path)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "riskapi.cli", "worker", "--burst"], env=worker.env, capture_output=True, timeout=60
+        )
+    finally:
+        worker.stop()  # never started: this only removes its log file
+        delete_queue(redis_url, queue)
+    assert done.returncode == 0, done.stderr.decode()
+    assert len(receiver.requests) == 3
+    assert {d["data"]["status"] for d in deliveries(client, tenant, hook)} == {"succeeded"}
