@@ -99,13 +99,14 @@ class Relay:
             if status == "started" and started is not None and started > cutoff:
                 continue  # picked up just now
             lost.append((delivery_id, generation))
+        if not lost:
+            return 0
         with models.atomic():
             for delivery_id, generation in lost:
                 Delivery.update(relayed=None, locked_until=None).where(
                     (Delivery.id == delivery_id) & (Delivery.generation == generation) & (Delivery.status == PENDING)
                 ).execute()
-        if lost:
-            log.warning("handed back %d deliveries whose jobs were lost", len(lost))
+        log.warning("handed back %d deliveries whose jobs were lost", len(lost))
         return len(lost)
 
     def run(self, stop: threading.Event) -> None:
