@@ -77,6 +77,7 @@ def delete_queue(url: str, name: str) -> None:
             job_ids.update(registry.get_job_ids(cleanup=False))
         keys = [f"rq:job:{job_id}" for job_id in job_ids] + [f"rq:results:{job_id}" for job_id in job_ids]
         keys += list(connection.scan_iter(match=f"rq:*:{name}"))
+        keys += list(connection.scan_iter(match=f"rq:*:{name}:*"))
         if keys:
             connection.delete(*keys)
         connection.srem("rq:queues", f"rq:queue:{name}")
