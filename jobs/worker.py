@@ -45,9 +45,17 @@ class ThreadWorker(DeliveryWorker):
     """A DeliveryWorker in a helper thread: job timeouts by timer, no signal handlers (the main one's)."""
 
     death_penalty_class = TimerDeathPenalty
+    busy = False  # a job in hand (known without asking Redis, which may be gone)
 
     def _install_signal_handlers(self):
         pass
+
+    def execute_job(self, job, queue):
+        self.busy = True
+        try:
+            return super().execute_job(job, queue)
+        finally:
+            self.busy = False
 
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
         """Wait for a job in one-second slices, so that a stop request is seen within a second."""
@@ -71,7 +79,7 @@ def _serve_jobs(make_worker, stop: threading.Event, burst: bool, current: list) 
         except redis.ConnectionError as exc:
             if worker.scheduler is not None:
                 worker.stop_scheduler()
-            if getattr(worker, "_stop_requested", False):
+            if stop.is_set() or getattr(worker, "_stop_requested", False):
                 return
             log.warning("worker lost Redis (%s); restarting", exc)
             time.sleep(1)
@@ -85,6 +93,18 @@ class MainWorker(DeliveryWorker):
     # Called once RQ's scheduler (a forked process) has started: other threads are best started
     # after the fork, so that the child inherits no lock another thread holds.
     ready = None
+    # Set on SIGTERM/SIGINT before RQ handles them (RQ's handler may fail when Redis is gone).
+    stopping: threading.Event | None = None
+
+    def request_stop(self, signum, frame):
+        if self.stopping is not None:
+            self.stopping.set()
+        super().request_stop(signum, frame)
+
+    def request_force_stop(self, signum, frame):
+        if self.stopping is not None:
+            self.stopping.set()
+        super().request_force_stop(signum, frame)
 
     def _start_scheduler(self, *args, **kwargs):
         try:
@@ -138,6 +158,7 @@ def run(
     def main_worker() -> MainWorker:
         worker = MainWorker([queue], connection=connection, maintenance_interval=60)
         worker.ready = start_threads
+        worker.stopping = stop
         return worker
 
     try:
@@ -146,6 +167,12 @@ def run(
         stop.set()
         for worker in list(helpers):
             worker._stop_requested = True  # warm: each finishes the job in hand
-        for thread in helper_threads:
-            if thread is not threading.current_thread():
-                thread.join(settings.webhook_timeout + 5)
+        # Wait for jobs in hand (their deadline is the webhook timeout), and a moment for idle helpers to
+        # sign off from Redis; a helper stuck retrying a Redis that is gone dies with the process.
+        started = time.monotonic()
+        others = [thread for thread in helper_threads if thread is not threading.current_thread()]
+        while any(thread.is_alive() for thread in others):
+            waited = time.monotonic() - started
+            if waited > settings.webhook_timeout + 5 or (waited > 1.5 and not any(w.busy for w in list(helpers))):
+                break
+            time.sleep(0.05)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -391,3 +394,41 @@ def test_worker_burst_delivers_what_is_waiting_and_exits(client, tenant, setting
     assert done.returncode == 0, done.stderr.decode()
     assert len(receiver.requests) == 3
     assert {d["data"]["status"] for d in deliveries(client, tenant, hook)} == {"succeeded"}
+
+
+def test_serve_killed_outright_takes_its_worker_and_redis_down(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    env["DATABASE_URL"] = f"sqlite:///{tmp_path}/killed.db"
+    port = free_port()
+    serve = subprocess.Popen([sys.executable, "-m", "riskapi.cli", "serve", "--port", str(port)], env=env, start_new_session=True)
+    try:
+
+        def up():
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/api/v1/webhooks", timeout=2).status_code == 401
+            except httpx.TransportError:
+                return False
+
+        assert wait_until(up, timeout=30)
+        started = wait_until(lambda: _descendants(serve.pid) if len(_descendants(serve.pid)) >= 2 else None, timeout=10)
+        assert started
+        # The embedded Redis's private directory: nobody is left to remove it after a SIGKILL.
+        directories = set()
+        for pid in started:
+            with contextlib.suppress(OSError):
+                # redis-server retitles itself "redis-server unixsocket:/tmp/riskapi-redis-.../redis.sock".
+                for token in re.split(r"[\s:\0]", open(f"/proc/{pid}/cmdline", "rb").read().decode()):
+                    if "riskapi-redis-" in token and token.endswith("redis.sock"):
+                        directories.add(os.path.dirname(token))
+        serve.kill()  # no chance to clean up: the children must notice by themselves
+        serve.wait()
+        assert wait_until(lambda: not any(_running(pid) for pid in started), timeout=15)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+        for pid in started or ():
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+        for directory in directories:
+            shutil.rmtree(directory, ignore_errors=True)
