@@ -78,20 +78,23 @@ def _load(delivery_id: int):
 
 def attempt(delivery_id: int, generation: int, settings: Settings) -> str:
     """Make one attempt of a delivery if it is still this job's to make; return what happened."""
-    delivery = _load(delivery_id)
-    if delivery is None:
-        return "gone"
-    if delivery.generation != generation:
-        return "superseded"
-    if delivery.status != PENDING:
-        return "done"
-    webhook = delivery.webhook
-    if webhook.disabled is not None:
-        _finish(delivery, generation, FAILED)
-        return "webhook disabled"
-    # RQ stores scheduled times in whole seconds and may run a retry up to a second early.
-    early = (delivery.next_attempt - utcnow()).total_seconds() if delivery.next_attempt else 0
-    if 0 < early <= 2:
+    for waited in (False, True):
+        delivery = _load(delivery_id)
+        if delivery is None:
+            return "gone"
+        if delivery.generation != generation:
+            return "superseded"
+        if delivery.status != PENDING:
+            return "done"
+        webhook = delivery.webhook
+        if webhook.disabled is not None:
+            _finish(delivery, generation, FAILED)
+            return "webhook disabled"
+        # RQ stores scheduled times in whole seconds and may run a retry up to a second early:
+        # wait for the due time, then read everything again (the url or secret may have changed).
+        early = (delivery.next_attempt - utcnow()).total_seconds() if delivery.next_attempt else 0
+        if waited or not 0 < early <= 2:
+            break
         time.sleep(early)
     now = utcnow()
     lease = now + datetime.timedelta(seconds=settings.webhook_timeout + settings.webhook_stale_after)
