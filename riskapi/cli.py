@@ -73,14 +73,14 @@ def _agency(value: str):
 
 
 def cmd_serve(args, settings):
-    """Run the API (and, when available, the webhook relay and worker) on the embedded defaults."""
+    """Run the API, the outbox relay and a delivery worker with its scheduler (an embedded Redis when REDIS_URL is unset)."""
     from riskapi import server
 
     server.serve(settings, host=args.host, port=args.port, workers=args.workers)
 
 
 def cmd_worker(args, settings):
-    """Run webhook delivery workers."""
+    """Run the outbox relay and delivery workers (REDIS_URL required)."""
     from riskapi import server
 
     server.work(settings, burst=args.burst)

@@ -1,6 +1,7 @@
 """ASGI middleware: body size limit, method override, Precognition headers."""
 
 import re
+from urllib.parse import parse_qsl, urlencode
 
 import orjson
 from starlette.datastructures import Headers, MutableHeaders
@@ -33,6 +34,30 @@ class HeadersMiddleware:
         await self.app(scope, receive, send_with_headers)
 
 
+_FILTER_ARRAY = re.compile(r"^(filter\[[^\[\]]+\])(\[[^\[\]]*\])+$")
+
+
+def _flatten_filter_arrays(scope):
+    """Turn `filter[x][]=a&filter[x][]=b` (or `[0]`, `[1]`) into `filter[x]=a,b`: Connexion fails on nested keys."""
+    raw = scope.get("query_string", b"")
+    if b"%5D%5B" not in raw.upper() and b"][" not in raw:
+        return scope
+    merged: dict = {}
+    out = []
+    for key, value in parse_qsl(raw.decode("latin-1"), keep_blank_values=True):
+        match = _FILTER_ARRAY.match(key)
+        if match:
+            name = match.group(1)
+            if name not in merged:
+                merged[name] = []
+                out.append((name, merged[name]))
+            merged[name].append(value)
+        else:
+            out.append((key, value))
+    flat = [(key, ",".join(value) if isinstance(value, list) else value) for key, value in out]
+    return dict(scope, query_string=urlencode(flat).encode("latin-1"))
+
+
 class BodyMiddleware:
     """Refuse bodies over the size limit; let POST /risks/{risk}/data stand for PATCH or DELETE."""
 
@@ -52,6 +77,7 @@ class BodyMiddleware:
             if int(length) > self.max_body_bytes:
                 raise ApiError(413, f"The request body is larger than {self.max_body_bytes} bytes.")
         receive = self._limited(receive)
+        scope = _flatten_filter_arrays(scope)
         if scope["method"] == "POST" and _OVERRIDABLE.match(scope["path"]):
             scope, receive = await self._override(scope, receive, headers)
         await self.app(scope, receive, send)

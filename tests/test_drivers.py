@@ -228,3 +228,12 @@ def test_concurrent_creates_get_distinct_numbers(client, tenant, server):
     assert {status for status, _ in results} == {201}
     numbers = [n for _, batch in results for n in batch]
     assert sorted(numbers) == list(range(1, 81))
+
+
+def test_filter_values_in_array_form(client, tenant):
+    create(client, tenant, {"license_state": "CA"}, {"license_state": "NY"}, {"license_state": "TX"})
+    response = client.get(
+        tenant.url("/drivers") + "?filter[license_state][]=CA&filter[license_state][]=TX&sort=number", headers=tenant.headers
+    )
+    assert response.status_code == 200, response.text
+    assert [d["data"]["license_state"] for d in response.json()["data"]] == ["CA", "TX"]
