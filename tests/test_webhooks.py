@@ -7,7 +7,7 @@ import datetime
 
 import pytest
 
-from handlers.webhooks import url_problem
+from riskapi.webhook_urls import url_problem
 from tests.conftest import make_tenant, make_webhook, webhook_items
 
 
