@@ -35,11 +35,19 @@ ZAPIER_GONE = 410
 
 
 class AttemptFailed(Exception):
-    """An attempt failed and another one is due: RQ's Retry takes it from here."""
+    """An attempt failed and another one is due: RQ's Retry takes it from here (in a batch, a job
+    of the delivery's own, scheduled with what this carries)."""
+
+    def __init__(self, message: str, delivery_uuid=None, tries: int = 0, next_attempt=None):
+        super().__init__(message)
+        self.delivery_uuid = delivery_uuid
+        self.tries = tries
+        self.next_attempt = next_attempt
 
 
 @functools.lru_cache(maxsize=1)
-def _settings() -> Settings:
+def worker_settings() -> Settings:
+    """Return the worker process's settings (read once)."""
     return Settings.from_env()
 
 
@@ -48,7 +56,7 @@ def deliver(delivery_id: int, generation: int) -> str:
     # The worker keeps its connection between jobs (opening SQLite costs more than a job's queries).
     models.db.connect(reuse_if_open=True)
     try:
-        return attempt(delivery_id, generation, _settings())
+        return attempt(delivery_id, generation, worker_settings())
     except (peewee.OperationalError, peewee.InterfaceError):
         models.db.close()  # a broken connection: the next job (or RQ's retry) opens a new one
         raise
@@ -141,14 +149,19 @@ def _record(delivery, generation: int, webhook, started, result: transport.Resul
         else:
             outcome, status, next_attempt = "failed", FAILED, None
         changed = (
-            Delivery.update(status=status, tries=tries, next_attempt=next_attempt, locked_until=None, updated=now)
+            # batch=None: whatever comes next is the delivery's own job (see jobs.queue).
+            Delivery.update(
+                status=status, tries=tries, next_attempt=next_attempt, locked_until=None, batch=None, updated=now
+            )
             .where((Delivery.id == delivery.id) & (Delivery.generation == generation))
             .execute()
         )
         if changed:
             _webhook_after(webhook, outcome, settings, now)
     if outcome == "retry" and changed:
-        raise AttemptFailed(f"delivery {delivery.uuid} attempt {tries}: {result.error or result.status}")
+        raise AttemptFailed(
+            f"delivery {delivery.uuid} attempt {tries}: {result.error or result.status}", delivery.uuid, tries, next_attempt
+        )
     return outcome
 
 

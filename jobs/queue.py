@@ -1,4 +1,10 @@
-"""The RQ queue of delivery jobs: how a delivery becomes a job, with its retry schedule."""
+"""The RQ queue of delivery jobs: how deliveries become jobs, with their retry schedule.
+
+First attempts travel in batch jobs (jobs.batch.deliver_batch) of up to BATCH_SIZE deliveries:
+RQ's bookkeeping costs more per job than a delivery's POST, so one job per first attempt would
+spend most of a worker's time on RQ. A delivery that needs a retry, or that is handed over
+again mid-round, gets a job of its own (jobs.delivery.deliver) with RQ's Retry for the rest.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,10 @@ from rq import Queue, Retry
 from rq.job import Job
 
 JOB_FUNCTION = "jobs.delivery.deliver"
+BATCH_FUNCTION = "jobs.batch.deliver_batch"
+# Large enough that RQ's per-job cost is small next to the posts, small enough that a relay pass
+# of a burst still spreads over the worker threads.
+BATCH_SIZE = 25
 # A job's result is of no use (the database has it), but letting it expire is cheaper for RQ than
 # deleting it at once (result_ttl=0 costs ~30 % of a job's RQ overhead). Failures keep a week.
 RESULT_TTL = 10
@@ -26,27 +36,68 @@ def job_id(delivery_uuid, generation: int) -> str:
     return f"delivery-{delivery_uuid}-{generation}"
 
 
+def batch_id(first_uuid, generation: int) -> str:
+    """Name a batch job after its first delivery's generation: unique, as that hand-over is."""
+    return f"batch-{first_uuid}-{generation}"
+
+
 def retry_for(delays: Iterable[float], tries: int) -> Retry | None:
     """Return RQ's retry of a delivery that has already made `tries` attempts in this round."""
     remaining = [int(d) if float(d).is_integer() else float(d) for d in list(delays)[tries:]]
     return Retry(max=len(remaining), interval=remaining) if remaining else None
 
 
-def enqueue(target: Queue, deliveries: list[tuple], delays: Iterable[float], timeout: float) -> list[str]:
-    """Enqueue (delivery id, uuid, generation, tries) tuples in one round trip; return the job ids."""
+def plan(deliveries: list[tuple], size: int = BATCH_SIZE) -> list[tuple[str | None, list[tuple]]]:
+    """Group (delivery id, uuid, generation, tries) tuples into jobs: [(batch job id or None, deliveries)].
+
+    First attempts (tries 0) go in batches of up to `size`; a lone one, and any later attempt,
+    gets a job of its own (None), as before batches: its retries are RQ's.
+    """
+    first = [d for d in deliveries if d[3] == 0]
+    own = [d for d in deliveries if d[3] != 0]
+    groups = [first[start : start + size] for start in range(0, len(first), size)]
+    planned = []
+    for group in groups:
+        if len(group) == 1:
+            own.append(group[0])
+        else:
+            planned.append((batch_id(group[0][1], group[0][2]), group))
+    return planned + [(None, [d]) for d in own]
+
+
+def _single(delivery: tuple, delays: list, timeout: float) -> dict:
+    delivery_id, delivery_uuid, generation, tries = delivery
+    return Queue.prepare_data(
+        JOB_FUNCTION,
+        args=(delivery_id, generation),
+        job_id=job_id(delivery_uuid, generation),
+        retry=retry_for(delays, tries),
+        timeout=int(timeout) + 30,
+        result_ttl=RESULT_TTL,
+        failure_ttl=FAILURE_TTL,
+        description=f"deliver {delivery_uuid}",
+    )
+
+
+def _batch(name: str, deliveries: list[tuple], timeout: float) -> dict:
+    # No Retry: what a failed or killed batch leaves unsettled is the relay's rescue's to hand back.
+    return Queue.prepare_data(
+        BATCH_FUNCTION,
+        args=([(delivery_id, generation) for delivery_id, _, generation, _ in deliveries],),
+        job_id=name,
+        timeout=len(deliveries) * (int(timeout) + 1) + 30,
+        result_ttl=RESULT_TTL,
+        failure_ttl=FAILURE_TTL,
+        description=f"deliver {len(deliveries)} deliveries",
+    )
+
+
+def enqueue(target: Queue, planned: list[tuple], delays: Iterable[float], timeout: float) -> list[str]:
+    """Enqueue the jobs of `plan()` in one round trip; return their ids."""
     delays = list(delays)
     datas = [
-        Queue.prepare_data(
-            JOB_FUNCTION,
-            args=(delivery_id, generation),
-            job_id=job_id(delivery_uuid, generation),
-            retry=retry_for(delays, tries),
-            timeout=int(timeout) + 30,
-            result_ttl=RESULT_TTL,
-            failure_ttl=FAILURE_TTL,
-            description=f"deliver {delivery_uuid}",
-        )
-        for delivery_id, delivery_uuid, generation, tries in deliveries
+        _batch(name, deliveries, timeout) if name is not None else _single(deliveries[0], delays, timeout)
+        for name, deliveries in planned
     ]
     if not datas:
         return []
@@ -54,6 +105,23 @@ def enqueue(target: Queue, deliveries: list[tuple], delays: Iterable[float], tim
         jobs = target.enqueue_many(datas, pipeline=pipe)
         pipe.execute()
     return [job.id for job in jobs]
+
+
+def schedule_retry(target: Queue, delivery_uuid, delivery_id: int, generation: int, tries: int, at, delays, timeout: float):
+    """Give a delivery whose attempt `tries` failed in a batch a job of its own, due `at` (naive UTC),
+    with RQ's Retry for the attempts after it: from there on it retries as a lone delivery does."""
+    return target.enqueue_at(
+        at.replace(tzinfo=datetime.UTC),
+        JOB_FUNCTION,
+        delivery_id,
+        generation,
+        job_id=job_id(delivery_uuid, generation),
+        retry=retry_for(delays, tries),
+        job_timeout=int(timeout) + 30,
+        result_ttl=RESULT_TTL,
+        failure_ttl=FAILURE_TTL,
+        description=f"deliver {delivery_uuid}",
+    )
 
 
 def statuses(connection: redis.Redis, job_ids: list[str]) -> dict[str, tuple]:

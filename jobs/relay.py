@@ -3,12 +3,15 @@
 Any number of relays may run (one per worker process) against one database and one Redis:
 
 * `relay_pending` takes waiting deliveries (`relayed IS NULL`) under a row lock (PostgreSQL:
-  `FOR UPDATE SKIP LOCKED`; SQLite: its single writer lock), bumps their generation, commits, and
-  only then enqueues their jobs. If Redis is unreachable the rows are handed back and tried again.
+  `FOR UPDATE SKIP LOCKED`; SQLite: its single writer lock), bumps their generation, records the
+  batch job that will carry each (jobs.queue.plan), commits, and only then enqueues the jobs. If
+  Redis is unreachable the rows are handed back and tried again.
 * `rescue` finds pending deliveries whose job should have run long ago (`stale_after` seconds) and
   that RQ will not run: the job vanished (Redis restarted empty, or the relay died between commit
   and enqueue), ended without settling the delivery, was started by a worker that died (its claim
-  expired), or sits scheduled while no scheduler runs. They are marked waiting again, so the next
+  expired), or sits scheduled while no scheduler runs. A batch job counts for each delivery it still
+  carries: a batch that runs longer than `stale_after` has its unclaimed deliveries handed back, and
+  finds them superseded when it gets to them. They are marked waiting again, so the next
   `relay_pending` enqueues a new generation and any old job left behind finds itself superseded.
 """
 
@@ -61,10 +64,14 @@ class Relay:
             if not rows:
                 return 0
             ids = [row[0] for row in rows]
-            Delivery.update(relayed=now, generation=Delivery.generation + 1).where(Delivery.id.in_(ids)).execute()
-        items = [(delivery_id, uuid, generation + 1, tries) for delivery_id, uuid, generation, tries in rows]
+            items = [(delivery_id, uuid, generation + 1, tries) for delivery_id, uuid, generation, tries in rows]
+            planned = jobs_queue.plan(items)
+            Delivery.update(relayed=now, generation=Delivery.generation + 1, batch=None).where(Delivery.id.in_(ids)).execute()
+            for name, group in planned:
+                if name is not None:  # what rescue must look up for these deliveries
+                    Delivery.update(batch=name).where(Delivery.id.in_([d[0] for d in group])).execute()
         try:
-            jobs_queue.enqueue(self.queue, items, self.settings.webhook_retry_delays, self.settings.webhook_timeout)
+            jobs_queue.enqueue(self.queue, planned, self.settings.webhook_retry_delays, self.settings.webhook_timeout)
         except redis.RedisError:
             # Nothing is lost: the rows wait for the next pass (a job that did get through is superseded).
             Delivery.update(relayed=None).where(Delivery.id.in_(ids) & (Delivery.relayed == now)).execute()
@@ -76,7 +83,7 @@ class Relay:
         now = utcnow()
         cutoff = now - datetime.timedelta(seconds=self.settings.webhook_stale_after)
         rows = list(
-            Delivery.select(Delivery.id, Delivery.uuid, Delivery.generation)
+            Delivery.select(Delivery.id, Delivery.uuid, Delivery.generation, Delivery.batch)
             .where(
                 (Delivery.status == PENDING)
                 & (Delivery.relayed < cutoff)
@@ -89,10 +96,14 @@ class Relay:
         )
         if not rows:
             return 0
-        ids = {jobs_queue.job_id(uuid, generation): (delivery_id, generation) for delivery_id, uuid, generation in rows}
-        known = jobs_queue.statuses(self.connection, list(ids))
+        # A delivery's job is its batch's while it has one, else its own.
+        jobs = [
+            (batch or jobs_queue.job_id(uuid, generation), delivery_id, generation)
+            for delivery_id, uuid, generation, batch in rows
+        ]
+        known = jobs_queue.statuses(self.connection, list(dict.fromkeys(name for name, _, _ in jobs)))
         lost = []
-        for name, (delivery_id, generation) in ids.items():
+        for name, delivery_id, generation in jobs:
             status, started = known[name]
             if status in _WILL_RUN:
                 continue  # a backlog, not a loss
@@ -104,7 +115,11 @@ class Relay:
         with models.atomic():
             for delivery_id, generation in lost:
                 Delivery.update(relayed=None, locked_until=None).where(
-                    (Delivery.id == delivery_id) & (Delivery.generation == generation) & (Delivery.status == PENDING)
+                    (Delivery.id == delivery_id)
+                    & (Delivery.generation == generation)
+                    & (Delivery.status == PENDING)
+                    # A batch that runs longer than stale_after may have claimed it since the select.
+                    & (Delivery.locked_until.is_null() | (Delivery.locked_until < now))
                 ).execute()
         log.warning("handed back %d deliveries whose jobs were lost", len(lost))
         return len(lost)

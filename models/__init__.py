@@ -72,6 +72,17 @@ def all_models():
 
 
 def upgrade() -> None:
-    """Create every missing table and index (idempotent)."""
+    """Create every missing table and index, and add missing nullable columns (idempotent)."""
+    from playhouse.migrate import SchemaMigrator, migrate
+
     with db.connection_context():
         db.create_tables(all_models(), safe=True)
+        # Tables of an earlier version lack the columns added since; only nullable ones are added
+        # this way (they need no value for the rows already there).
+        migrator = SchemaMigrator.from_database(db.obj)
+        for model in all_models():
+            table = model._meta.table_name
+            present = {column.name for column in db.get_columns(table)}
+            missing = [f for f in model._meta.sorted_fields if f.column_name not in present and f.null]
+            for field in missing:
+                migrate(migrator.add_column(table, field.column_name, field))

@@ -75,6 +75,9 @@ class Delivery(BaseModel):
     generation = peewee.IntegerField(default=0)
     # An attempt in flight holds the delivery until then; past it, the attempt is presumed dead.
     locked_until = peewee.DateTimeField(null=True)
+    # The RQ job of the batch that carries the delivery's attempt; null = a job of its own
+    # (jobs.queue.job_id). The relay's rescue needs it to tell whether that job is lost.
+    batch = peewee.CharField(max_length=64, null=True)
     created = peewee.DateTimeField()
     updated = peewee.DateTimeField()
 
