@@ -31,7 +31,12 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] not in {"serve", "test"}:
         print(__doc__)
         return 2
-    args = ["-e", "serve", "--", *argv[1:]] if argv[0] == "serve" else argv[1:]
+    rest = argv[1:]
+    if argv[0] == "serve":
+        # `dev.py serve --port 9000` and `dev.py serve -- --port 9000` both reach `riskapi serve`.
+        args = ["-e", "serve", "--", *(rest[1:] if rest[:1] == ["--"] else rest)]
+    else:
+        args = rest
     return subprocess.call([str(tox_python()), "-m", "tox", "-c", str(ROOT / "tox.ini"), *args], cwd=ROOT)
 
 
