@@ -92,24 +92,37 @@ def _list_spec(operation_id, model) -> query.ListSpec:
     return _SPECS[operation_id]
 
 
-def create_objects(model, user, risk, include):
-    """Create risk data of one kind in bulk, atomically."""
-    profile = risk_of(user, risk)
+def bulk_write(status: int, plan, apply, dry_run: bool = True) -> flask.Response:
+    """Check a bulk body (schema errors, then plan's database rules); answer a dry-run, or apply it atomically.
+
+    plan(payload, errors) records what breaks a rule and returns what to write; apply(planned) writes it
+    and returns the response items. Both run again inside the transaction, so the checks see what they guard.
+    """
     payload, errors = body()
-    if precognitive():
-        bulk.plan_create(model, profile, payload, errors)
+    if dry_run and precognitive():
+        plan(payload, errors)
         bulk.fail_if(errors)
         return precognition_passed()
 
     def work():
         attempt = bulk.Errors(errors)
-        rows = bulk.plan_create(model, profile, payload, attempt)
+        planned = plan(payload, attempt)
         bulk.fail_if(attempt)
+        return apply(planned)
+
+    return respond(status, {"data": bulk.transaction(work)})
+
+
+def create_objects(model, user, risk, include):
+    """Create risk data of one kind in bulk, atomically."""
+    profile = risk_of(user, risk)
+
+    def apply(rows):
         created = _created(model, bulk.insert(model, profile, rows), include)
         emit(profile, created, "created")
         return created
 
-    return respond(201, {"data": bulk.transaction(work)})
+    return bulk_write(201, lambda payload, errors: bulk.plan_create(model, profile, payload, errors), apply)
 
 
 def emit(profile, changed: list[dict], action: str) -> None:

@@ -7,37 +7,25 @@ from riskapi import bulk
 def update_risk_data(user, risk):
     """Update risk data."""
     profile = common.risk_of(user, risk)
-    payload, errors = common.body()
-    if common.precognitive():
-        bulk.plan_update(profile, payload, errors)
-        bulk.fail_if(errors)
-        return common.precognition_passed()
 
-    def work():
-        attempt = bulk.Errors(errors)
-        plan = bulk.plan_update(profile, payload, attempt)
-        bulk.fail_if(attempt)
+    def apply(plan):
         updated = bulk.apply_update(profile, plan)
         common.emit(profile, updated, "updated")
         return updated
 
-    return common.respond(200, {"data": bulk.transaction(work)})
+    return common.bulk_write(200, lambda payload, errors: bulk.plan_update(profile, payload, errors), apply)
 
 
 def delete_risk_data(user, risk):
     """Delete risk data."""
     profile = common.risk_of(user, risk)
-    payload, errors = common.body()
 
-    def work():
-        attempt = bulk.Errors(errors)
-        plan = bulk.plan_delete(profile, payload, attempt)
-        bulk.fail_if(attempt)
+    def apply(plan):
         deleted = bulk.apply_delete(profile, plan)
         common.emit(profile, deleted, "deleted")
         return deleted
 
-    return common.respond(200, {"data": bulk.transaction(work)})
+    return common.bulk_write(200, lambda payload, errors: bulk.plan_delete(profile, payload, errors), apply, dry_run=False)
 
 
 def override_risk_data(user, risk):

@@ -193,37 +193,21 @@ def list_webhooks(user, per_page=50, cursor=None, filter=None, sort=None):
 
 def create_webhooks(user):
     """Create webhooks."""
-    payload, errors = common.body()
-    if common.precognitive():
-        _plan_create(user, payload, errors)
-        bulk.fail_if(errors)
-        return common.precognition_passed()
 
-    def work():
-        attempt = bulk.Errors(errors)
-        rows = _plan_create(user, payload, attempt)
-        bulk.fail_if(attempt)
+    def apply(rows):
         _check_limit(user, len(rows))
         ids = Webhook.insert_many(rows).returning(Webhook.id).tuples().execute()
         for row, (new_id,) in zip(rows, ids, strict=True):
             row["id"] = new_id
         return [render(row) for row in rows]
 
-    return common.respond(201, {"data": bulk.transaction(work)})
+    return common.bulk_write(201, lambda payload, errors: _plan_create(user, payload, errors), apply)
 
 
 def update_webhooks(user):
     """Update webhooks."""
-    payload, errors = common.body()
-    if common.precognitive():
-        _plan_update(user, payload, errors)
-        bulk.fail_if(errors)
-        return common.precognition_passed()
 
-    def work():
-        attempt = bulk.Errors(errors)
-        plan = _plan_update(user, payload, attempt)
-        bulk.fail_if(attempt)
+    def apply(plan):
         enabling = sum(1 for _, _, changes in plan if "disabled" in changes and changes["disabled"] is None)
         disabling = sum(1 for _, _, changes in plan if changes.get("disabled") is not None)
         _check_limit(user, enabling - disabling)
@@ -233,21 +217,17 @@ def update_webhooks(user):
         rows = _rows(current["id"] for _, current, _ in plan)
         return [render(rows[current["id"]]) for _, current, _ in plan]
 
-    return common.respond(200, {"data": bulk.transaction(work)})
+    return common.bulk_write(200, lambda payload, errors: _plan_update(user, payload, errors), apply)
 
 
 def delete_webhooks(user):
     """Delete webhooks; their pending deliveries go with them."""
-    payload, errors = common.body()
 
-    def work():
-        attempt = bulk.Errors(errors)
-        found = _existing(user, payload, attempt)
-        bulk.fail_if(attempt)
+    def apply(found):
         Webhook.delete().where(Webhook.id.in_([row["id"] for row in found.values()])).execute()
         return [{"object": "webhook", "uuid": str(found[i]["uuid"])} for i in sorted(found)]
 
-    return common.respond(200, {"data": bulk.transaction(work)})
+    return common.bulk_write(200, lambda payload, errors: _existing(user, payload, errors), apply, dry_run=False)
 
 
 def rotate_secret(user, webhook):
