@@ -65,17 +65,24 @@ def plan(deliveries: list[tuple], size: int = BATCH_SIZE) -> list[tuple[str | No
     return planned + [(None, [d]) for d in own]
 
 
+def _lone_options(delivery_uuid, generation: int, tries: int, delays) -> dict:
+    """Options of the job of one delivery, whether the relay or a batch's failed attempt makes it."""
+    return {
+        "job_id": job_id(delivery_uuid, generation),
+        "retry": retry_for(delays, tries),
+        "result_ttl": RESULT_TTL,
+        "failure_ttl": FAILURE_TTL,
+        "description": f"deliver {delivery_uuid}",
+    }
+
+
 def _single(delivery: tuple, delays: list, timeout: float) -> dict:
     delivery_id, delivery_uuid, generation, tries = delivery
     return Queue.prepare_data(
         JOB_FUNCTION,
         args=(delivery_id, generation),
-        job_id=job_id(delivery_uuid, generation),
-        retry=retry_for(delays, tries),
         timeout=int(timeout) + 30,
-        result_ttl=RESULT_TTL,
-        failure_ttl=FAILURE_TTL,
-        description=f"deliver {delivery_uuid}",
+        **_lone_options(delivery_uuid, generation, tries, delays),
     )
 
 
@@ -115,12 +122,8 @@ def schedule_retry(target: Queue, delivery_uuid, delivery_id: int, generation: i
         JOB_FUNCTION,
         delivery_id,
         generation,
-        job_id=job_id(delivery_uuid, generation),
-        retry=retry_for(delays, tries),
         job_timeout=int(timeout) + 30,
-        result_ttl=RESULT_TTL,
-        failure_ttl=FAILURE_TTL,
-        description=f"deliver {delivery_uuid}",
+        **_lone_options(delivery_uuid, generation, tries, delays),
     )
 
 

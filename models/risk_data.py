@@ -6,20 +6,14 @@ from models import PublicModel
 from models.tenancy import Risk
 
 
-class RiskObject(PublicModel):
-    """An object of a risk profile with a number unique within it."""
+class InRisk(PublicModel):
+    """An object that belongs to one risk profile."""
 
     OBJECT = ""
     # Foreign keys shown to clients as the related object's UUID: {field: model}.
     REFERENCES: dict = {}
 
     risk = peewee.ForeignKeyField(Risk, on_delete="CASCADE")
-    number = peewee.IntegerField()
-
-    @classmethod
-    def in_risk(cls, risk_id: int):
-        """Select the objects of one risk profile."""
-        return cls.select().where(cls.risk == risk_id)
 
     @classmethod
     def ids_by_uuid(cls, risk_id: int, uuids) -> dict:
@@ -29,6 +23,12 @@ class RiskObject(PublicModel):
             return {}
         query = cls.select(cls.uuid, cls.id).where((cls.risk == risk_id) & (cls.uuid.in_(list(uuids))))
         return {str(u): i for u, i in query.tuples()}
+
+
+class RiskObject(InRisk):
+    """An object of a risk profile with a number unique within it."""
+
+    number = peewee.IntegerField()
 
     @classmethod
     def ids_by_number(cls, risk_id: int, numbers) -> dict:
@@ -103,13 +103,11 @@ class Driver(RiskObject):
         indexes = ((("risk", "number"), True),)
 
 
-class Address(PublicModel):
+class Address(InRisk):
     """The address of a driver (at most one)."""
 
     OBJECT = "address"
-    REFERENCES: dict = {}
 
-    risk = peewee.ForeignKeyField(Risk, on_delete="CASCADE")
     driver = peewee.ForeignKeyField(Driver, unique=True, backref="addresses", on_delete="CASCADE")
     address = peewee.CharField(max_length=255)
     address2 = peewee.CharField(max_length=255, null=True)
@@ -119,9 +117,6 @@ class Address(PublicModel):
     county = peewee.CharField(max_length=255, null=True)
     lat = peewee.DoubleField(null=True)
     lng = peewee.DoubleField(null=True)
-
-    in_risk = RiskObject.__dict__["in_risk"]
-    ids_by_uuid = RiskObject.__dict__["ids_by_uuid"]
 
 
 class Building(RiskObject):
