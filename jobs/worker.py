@@ -16,10 +16,12 @@ import time
 
 import redis
 from rq import SimpleWorker
+from rq.scheduler import RQScheduler
 from rq.timeouts import TimerDeathPenalty
 
 import models
 from jobs import queue as jobs_queue
+from jobs.broker import die_with_parent
 from jobs.delivery import AttemptFailed
 from jobs.relay import Relay
 from riskapi.config import Settings
@@ -102,6 +104,14 @@ def _serve_jobs(make_worker, stop: threading.Event, burst: bool, current: list) 
             current.remove(worker)
 
 
+class DyingScheduler(RQScheduler):
+    """RQ's scheduler, whose forked process dies with its worker even when the worker is SIGKILLed."""
+
+    def work(self):
+        die_with_parent()
+        super().work()
+
+
 class MainWorker(DeliveryWorker):
     """The worker of the main thread: it handles SIGTERM/SIGINT and runs RQ's scheduler."""
 
@@ -121,12 +131,30 @@ class MainWorker(DeliveryWorker):
             self.stopping.set()
         super().request_force_stop(signum, frame)
 
-    def _start_scheduler(self, *args, **kwargs):
+    def _start_scheduler(self, burst=False, logging_level="INFO", date_format=None, log_format=None, **kwargs):
         try:
-            super()._start_scheduler(*args, **kwargs)
+            if burst:
+                super()._start_scheduler(burst, logging_level, **_formats(date_format, log_format))
+                return
+            # As RQ's own, but with a scheduler process that cannot outlive this one.
+            self.scheduler = DyingScheduler(
+                self.queues,
+                connection=self.connection,
+                logging_level=logging_level if logging_level is not None else self.log.level,
+                serializer=self.serializer,
+                **_formats(date_format, log_format),
+            )
+            self.scheduler.acquire_locks()
+            if self.scheduler.acquired_locks:
+                self.scheduler.start()
         finally:
             if self.ready is not None:
                 self.ready()
+
+
+def _formats(date_format, log_format) -> dict:
+    formats = {"date_format": date_format, "log_format": log_format}
+    return {name: value for name, value in formats.items() if value is not None}
 
 
 def run(
