@@ -15,7 +15,7 @@ from riskapi.app import settings
 from riskapi.errors import ApiError
 from riskapi.pagination import Paginator, envelope
 from riskapi.render import timestamp
-from riskapi.webhook_urls import url_problem
+from riskapi.webhook_urls import normalise, url_problem
 
 LIST_OPERATION = "handlers.webhooks.list_webhooks"
 _spec: list = []
@@ -60,12 +60,16 @@ def _rows(ids) -> dict:
     return {row["id"]: row for row in Webhook.select().where(Webhook.id.in_(list(ids))).dicts()}
 
 
-def _check_url(values: dict, path: str, errors: bulk.Errors) -> None:
+def _check_url(values: dict, path: str, errors: bulk.Errors) -> str | None:
+    """Record why an item's url is refused; return the normalised url to store (the one delivery sends), or None."""
     url = values.get("url")
-    if isinstance(url, str) and errors.clean(path):
-        problem = url_problem(url, settings().webhook_allow_private)
-        if problem:
-            errors.add(path, f"The {path} field {problem}.")
+    if not (isinstance(url, str) and errors.clean(path)):
+        return None
+    problem = url_problem(url, settings().webhook_allow_private)
+    if problem:
+        errors.add(path, f"The {path} field {problem}.")
+        return None
+    return normalise(url)
 
 
 # ---- plans: every check that needs the database, before anything is written ------------------------
@@ -84,8 +88,7 @@ def _entries(payload):
 
 def _plan_create(agency_id: int, payload, errors: bulk.Errors) -> list[dict]:
     entries = list(_entries(payload))
-    for i, _, values in entries:
-        _check_url(values, f"data.{i}.data.url", errors)
+    urls = {i: _check_url(values, f"data.{i}.data.url", errors) for i, _, values in entries}
     if errors:
         return []
     now = utcnow()
@@ -95,7 +98,7 @@ def _plan_create(agency_id: int, payload, errors: bulk.Errors) -> list[dict]:
             "agency": agency_id,
             "type": values["type"],
             "description": values.get("description"),
-            "url": values["url"],
+            "url": urls[i],
             "events": pack_events(values["events"]),
             "secret": generate_secret(),
             "disabled": None,
@@ -103,7 +106,7 @@ def _plan_create(agency_id: int, payload, errors: bulk.Errors) -> list[dict]:
             "created": now,
             "updated": now,
         }
-        for _, _, values in entries
+        for i, _, values in entries
     ]
 
 
@@ -135,7 +138,7 @@ def _plan_update(agency_id: int, payload, errors: bulk.Errors) -> list[tuple]:
     now = utcnow()
     plan = []
     for i, _, values in _entries(payload):
-        _check_url(values, f"data.{i}.data.url", errors)
+        url = _check_url(values, f"data.{i}.data.url", errors)
         current = found.get(i)
         if current is None:
             continue
@@ -143,9 +146,10 @@ def _plan_update(agency_id: int, payload, errors: bulk.Errors) -> list[tuple]:
         if "type" in values and values["type"] != current["type"] and errors.clean(path):
             errors.add(path, f"The {path} field cannot be changed; delete the webhook and create another.")
         changes = {}
-        for name in ("url", "description"):
-            if name in values:
-                changes[name] = values[name]
+        if url is not None:
+            changes["url"] = url
+        if "description" in values:
+            changes["description"] = values["description"]
         if "events" in values and isinstance(values["events"], list):
             changes["events"] = pack_events(values["events"])
         if "disabled" in values:

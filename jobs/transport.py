@@ -20,7 +20,9 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
-__all__ = ["MAX_RESPONSE_BYTES", "Result", "is_allowed_address", "post"]
+from riskapi.webhook_urls import normalise
+
+__all__ = ["MAX_RESPONSE_BYTES", "Result", "is_allowed_address", "post", "prepare"]
 
 MAX_RESPONSE_BYTES = 64 * 1024
 
@@ -195,6 +197,25 @@ def _connect(
     raise last_error or OSError("no usable address")
 
 
+def prepare(url: str) -> tuple[str, int, str]:
+    """Return the ASCII host, port and request target of an https URL, or refuse it."""
+    # The subscription check judged normalise(url), so deliver exactly that:
+    # an IDNA host and a percent-encoded path that http.client can send.
+    try:
+        parts = urllib.parse.urlsplit(normalise(url))
+        port = parts.port or 443
+    except ValueError as exc:
+        raise _RefusedError(f"invalid URL: {exc}") from None
+    if parts.scheme != "https":
+        raise _RefusedError("only https:// URLs are allowed")
+    if parts.username is not None or parts.password is not None:
+        raise _RefusedError("URL must not contain credentials")
+    if not parts.hostname:
+        raise _RefusedError("URL has no host")
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return parts.hostname, port, target
+
+
 def post(
     url: str,
     body: bytes,
@@ -216,14 +237,7 @@ def post(
     status = error = None
     tls = response = None
     try:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme.lower() != "https":
-            raise _RefusedError("only https:// URLs are allowed")
-        if parts.username is not None or parts.password is not None:
-            raise _RefusedError("URL must not contain credentials")
-        host, port = parts.hostname, parts.port or 443
-        if not host:
-            raise _RefusedError("URL has no host")
+        host, port, target = prepare(url)
         context = _tls_context(ca_bundle)
         addresses = _resolve(host, port, deadline)
         if not allow_private:
@@ -236,10 +250,9 @@ def post(
 
         conn = _PinnedConnection(host, port)
         conn.sock = tls
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         lowered = {str(name).lower() for name in headers}
         conn.putrequest(
-            "POST", path, skip_host="host" in lowered, skip_accept_encoding=True
+            "POST", target, skip_host="host" in lowered, skip_accept_encoding=True
         )
         for name, value in headers.items():
             if name.lower() not in _OWNED_HEADERS:
