@@ -8,7 +8,7 @@ import orjson
 from connexion import context
 
 from models.tenancy import Risk
-from riskapi import bulk, outbox, query, render
+from riskapi import bulk, outbox, precognition, query, render
 from riskapi.app import settings
 from riskapi.errors import ApiError
 from riskapi.pagination import Paginator, envelope
@@ -19,16 +19,6 @@ _SECRET: list = []
 def respond(status: int, body) -> flask.Response:
     """Return a compact JSON response."""
     return flask.Response(orjson.dumps(body), status=status, mimetype="application/json")
-
-
-def precognitive() -> bool:
-    """Tell whether the request is a Precognition dry-run."""
-    return flask.request.headers.get("Precognition", "").lower() == "true"
-
-
-def precognition_passed() -> flask.Response:
-    """Answer a dry-run that passed."""
-    return flask.Response(status=204, headers={"Precognition-Success": "true"}, mimetype="application/json")
 
 
 # Risk profiles are never re-assigned to another agency; a few seconds of caching saves a query per request.
@@ -92,17 +82,17 @@ def _list_spec(operation_id, model) -> query.ListSpec:
     return _SPECS[operation_id]
 
 
-def bulk_write(status: int, plan, apply, dry_run: bool = True) -> flask.Response:
+def bulk_write(status: int, plan, apply) -> flask.Response:
     """Check a bulk body (schema errors, then plan's database rules); answer a dry-run, or apply it atomically.
 
     plan(payload, errors) records what breaks a rule and returns what to write; apply(planned) writes it
     and returns the response items. Both run again inside the transaction, so the checks see what they guard.
     """
     payload, errors = body()
-    if dry_run and precognitive():
+    if precognition.is_precognitive(flask.request.headers):
         plan(payload, errors)
         bulk.fail_if(errors)
-        return precognition_passed()
+        return precognition.passed()
 
     def work():
         attempt = bulk.Errors(errors)

@@ -25,7 +25,7 @@ def delete_risk_data(user, risk):
         common.emit(profile, deleted, "deleted")
         return deleted
 
-    return common.bulk_write(200, lambda payload, errors: bulk.plan_delete(profile, payload, errors), apply, dry_run=False)
+    return common.bulk_write(200, lambda payload, errors: bulk.plan_delete(profile, payload, errors), apply)
 
 
 def override_risk_data(user, risk):

@@ -231,7 +231,7 @@ def delete_webhooks(user):
         Webhook.delete().where(Webhook.id.in_([row["id"] for row in found.values()])).execute()
         return [{"object": "webhook", "uuid": str(found[i]["uuid"])} for i in sorted(found)]
 
-    return common.bulk_write(200, lambda payload, errors: _existing(user, payload, errors), apply, dry_run=False)
+    return common.bulk_write(200, lambda payload, errors: _existing(user, payload, errors), apply)
 
 
 def rotate_secret(user, webhook):

@@ -3,13 +3,14 @@
 import functools
 
 import connexion
+import connexion.resolver
 from a2wsgi import WSGIMiddleware
 from connexion.datastructures import MediaTypeDict
 from connexion.middleware import MiddlewarePosition
 from connexion.validators import FormDataValidator, MultiPartFormDataValidator
 
 import models
-from riskapi import errors
+from riskapi import errors, precognition
 from riskapi.config import Settings
 from riskapi.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
 from riskapi.request_validators import BodyValidator, ParamValidator
@@ -33,6 +34,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
     }
     app.add_api(
         SPEC_PATH.name,
+        resolver=connexion.resolver.Resolver(function_resolver=precognition.resolve),
         validator_map=validator_map,
         validate_responses=settings.validate_responses,
         swagger_ui_options=connexion.options.SwaggerUIOptions(swagger_ui=False),

@@ -12,6 +12,9 @@ from riskapi.request_validators import compiled
 from riskapi.validation import parse_date
 
 NOT_FOUND = "The {} could not be found in the risk profile."
+NO_NUMBER_LEFT = "The {} could not be assigned: the risk profile's numbers reach {}; give a free number."
+# The spec's bound of numbers: PostgreSQL's integer, so that auto-numbering never overflows the column.
+MAX_NUMBER = spec.schema("Number")["maximum"]
 # Children first, so that restrictive foreign keys never see a dangling row.
 DELETE_ORDER = ("building", "address", "driver", "vehicle", "premise")
 
@@ -132,10 +135,12 @@ def plan_create(model, risk, body, errors: Errors) -> list:
         if row.get("number") is None:
             while next_number in used:
                 next_number += 1
+            if next_number > MAX_NUMBER:
+                errors.add(f"data.{i}.data.number", NO_NUMBER_LEFT.format(f"data.{i}.data.number", MAX_NUMBER))
             row["number"] = next_number
             used.add(next_number)
         rows.append((row, values.get("address") if "address" not in model._meta.fields else None))
-    return rows
+    return [] if errors else rows
 
 
 def insert(model, risk, rows: list) -> list[dict]:

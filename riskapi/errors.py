@@ -1,11 +1,12 @@
 """Exceptions of the service and the one place that maps errors to responses."""
 
-import fnmatch
 import logging
 
 import orjson
 from connexion.lifecycle import ConnexionResponse
 from starlette.exceptions import HTTPException
+
+from riskapi import precognition
 
 log = logging.getLogger("riskapi")
 
@@ -40,42 +41,14 @@ def json_response(status: int, body, headers=None) -> ConnexionResponse:
     )
 
 
-def _is_precognitive(request) -> bool:
-    return request.headers.get("precognition", "").lower() == "true"
-
-
-def validate_only(headers) -> list[str]:
-    """Return the body paths named by Precognition-Validate-Only."""
-    raw = headers.get("precognition-validate-only", "")
-    return [part.strip() for part in raw.split(",") if part.strip()]
-
-
-def select_errors(errors: dict, only: list[str]) -> dict:
-    """Keep the errors whose path matches one of the patterns (`*` = one segment)."""
-    if not only:
-        return errors
-    patterns = [p.replace("[", "[[]") for p in only]
-
-    def wanted(path: str) -> bool:
-        for pattern in patterns:
-            if fnmatch.fnmatchcase(path, pattern) and path.count(".") == pattern.count("."):
-                return True
-            if path.startswith(pattern.rstrip("*") + ".") and "*" not in pattern:
-                return True
-        return False
-
-    # Errors of the request as a whole (no body, no items) are never deselected.
-    return {path: messages for path, messages in errors.items() if "." not in path or wanted(path)}
-
-
 def validation_response(request, errors: dict, selectable: bool = True) -> ConnexionResponse:
     """Answer 422 with every error, or 204 when a dry-run's selected fields pass."""
     headers = {}
-    if _is_precognitive(request):
+    if precognition.is_precognitive(request.headers):
         if selectable:
-            errors = select_errors(errors, validate_only(request.headers))
+            errors = precognition.select_errors(errors, precognition.validate_only(request.headers))
         if not errors:
-            return ConnexionResponse(status_code=204, body=b"", headers={"Precognition-Success": "true"})
+            return precognition.passed_asgi()
         headers["Precognition-Success"] = "false"
     body = {"message": errors, "errors": errors, "status": 422, "validation": True}
     return json_response(422, body, headers)

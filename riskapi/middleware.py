@@ -76,6 +76,10 @@ class BodyMiddleware:
                 raise ApiError(400, "The Content-Length header is invalid.")
             if int(length) > self.max_body_bytes:
                 raise ApiError(413, f"The request body is larger than {self.max_body_bytes} bytes.")
+        has_body = (length is not None and length != "0") or "transfer-encoding" in headers
+        if has_body and not headers.get("content-type"):
+            # Guessing JSON would accept what a client never declared; the spec says 415.
+            raise ApiError(415, "The request body must be JSON (Content-Type: application/json).")
         receive = self._limited(receive)
         scope = _flatten_filter_arrays(scope)
         if scope["method"] == "POST" and _OVERRIDABLE.match(scope["path"]):

@@ -17,14 +17,24 @@ def _contains(field, text: str):
 
 
 def _moment(text: str, field, upper: bool):
-    """Parse a range bound for a date or timestamp column; an upper date bound covers its whole day."""
+    """Parse a range bound for a date or timestamp column; an upper date bound covers its whole day.
+
+    A bound past the ends of Python's datetime (9999-12-31 plus a day, or an offset that crosses
+    year 1 or 9999) is clamped to that end: it still means "no earlier" or "no later" than anything stored.
+    """
     if isinstance(field, peewee.DateTimeField):
         if len(text) == 10:
             day = datetime.datetime.combine(datetime.date.fromisoformat(text), datetime.time())
-            return day + datetime.timedelta(days=1) if upper else day
+            if upper:
+                return day + datetime.timedelta(days=1) if day.date() < datetime.date.max else datetime.datetime.max
+            return day
         moment = datetime.datetime.fromisoformat(text.replace(" ", "T", 1))
         if moment.tzinfo is not None:
-            moment = moment.astimezone(datetime.UTC).replace(tzinfo=None)
+            try:
+                moment = moment.astimezone(datetime.UTC).replace(tzinfo=None)
+            except OverflowError:
+                # A negative offset pushes past 9999, a positive one before year 1.
+                return datetime.datetime.max if moment.utcoffset() < datetime.timedelta(0) else datetime.datetime.min
         return moment
     return datetime.date.fromisoformat(text)
 

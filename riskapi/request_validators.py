@@ -4,6 +4,7 @@ import orjson
 from connexion.validators import AbstractRequestBodyValidator
 from connexion.validators.parameter import ParameterValidator
 
+from riskapi import spec
 from riskapi.errors import ApiError, ValidationFailed
 from riskapi.validation import SchemaValidator
 
@@ -24,6 +25,26 @@ def stash(scope, **values) -> None:
     scope.setdefault("extensions", {}).setdefault("connexion_context", {}).update(values)
 
 
+def _too_deep(body, limit: int) -> dict:
+    """Name the first value nested deeper than limit: what is stored must be echoed and delivered back.
+
+    orjson reads 1,024 levels but writes only 254, and deep values cost every later reader.
+    """
+    level = [("", body)]
+    for depth in range(limit + 1):
+        deeper = []
+        for path, value in level:
+            children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+            for key, child in children:
+                if isinstance(child, (dict, list)):
+                    deeper.append((f"{path}.{key}" if path else str(key), child))
+        if not deeper:
+            return {}
+        level = deeper
+    path = level[0][0]
+    return {path: [f"The {path} field must not be nested more than {limit} levels deep."]}
+
+
 class BodyValidator(AbstractRequestBodyValidator):
     """Parse a JSON body and collect its schema errors for the handler to merge with its own."""
 
@@ -41,7 +62,7 @@ class BodyValidator(AbstractRequestBodyValidator):
                 body = orjson.loads(raw)
             except orjson.JSONDecodeError as exc:
                 raise ApiError(400, f"The request body is not valid JSON: {exc}.") from None
-            errors = compiled(self._schema).errors(body)
+            errors = _too_deep(body, spec.raw()["x-max-depth"]) or compiled(self._schema).errors(body)
         stash(scope, body=body, body_errors=errors)
         return self._insert_messages(receive, messages=iter(messages)), scope
 

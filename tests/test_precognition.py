@@ -69,3 +69,63 @@ def test_every_response_varies_on_precognition(client, tenant):
     ):
         assert "Precognition" in response.headers["Vary"]
         assert "Precognition" not in response.headers
+
+
+def _counts() -> tuple:
+    """Count every row a write could leave behind."""
+    import models
+    from models.risk_data import Address, Driver
+    from models.webhooks import Delivery, Event, Webhook
+
+    with models.db.connection_context():
+        return tuple(model.select().count() for model in (Driver, Address, Webhook, Event, Delivery))
+
+
+def test_dry_run_delete_checks_and_deletes_nothing(client, tenant):
+    from tests.conftest import make_webhook
+
+    make_webhook(client, tenant, events=["driver.deleted"])
+    created = client.post(tenant.url("/drivers"), json=items("driver", {}, {}), headers=tenant.headers).json()["data"]
+    body = {"data": [{"object": "driver", "uuid": d["uuid"]} for d in created]}
+    before = _counts()
+    response = client.request("DELETE", tenant.url(), json=body, headers={**tenant.headers, **PRECOG})
+    assert response.status_code == 204 and response.headers["Precognition-Success"] == "true"
+    assert "Content-Type" not in response.headers and response.content == b""
+    override = {**tenant.headers, **PRECOG, "X-HTTP-Method-Override": "DELETE"}
+    assert client.post(tenant.url(), json=body, headers=override).status_code == 204
+    assert client.post(tenant.url(), json={**body, "_method": "DELETE"}, headers={**tenant.headers, **PRECOG}).status_code == 204
+    assert _counts() == before
+    missing = {"data": [{"object": "driver", "uuid": "00000000-0000-4000-8000-000000000000"}]}
+    response = client.request("DELETE", tenant.url(), json=missing, headers={**tenant.headers, **PRECOG})
+    assert response.status_code == 422 and response.headers["Precognition-Success"] == "false"
+    assert "data.0.uuid" in response.json()["errors"]
+    assert count(client, tenant) == 2
+
+
+def test_dry_run_writes_nothing_on_any_route(client, tenant):
+    from tests.conftest import make_webhook
+
+    hook = make_webhook(client, tenant, events=["driver.created", "form.completed"])
+    client.post(tenant.url("/drivers"), json=items("driver", {}), headers=tenant.headers)
+    delivery = client.get(f"/webhooks/{hook['uuid']}/deliveries", headers=tenant.headers).json()["data"][0]
+    dry = {**tenant.headers, **PRECOG}
+    secret = client.get("/webhooks", headers=tenant.headers).json()["data"][0]["meta"]["signing_secret"]
+    before = _counts()
+    calls = [
+        ("POST", f"/webhooks/{hook['uuid']}/rotate-secret", None),
+        ("POST", f"/webhooks/{hook['uuid']}/ping", None),
+        ("POST", f"/webhooks/{hook['uuid']}/deliveries/{delivery['uuid']}/redeliver", None),
+        ("POST", "/events", {"event": "form.completed", "data": {"form": "F-1"}}),
+        ("DELETE", "/webhooks", {"data": [{"object": "webhook", "uuid": hook["uuid"]}]}),
+    ]
+    for method, path, body in calls:
+        response = client.request(method, path, json=body, headers=dry)
+        assert response.status_code == 204, (path, response.text)
+        assert response.headers["Precognition-Success"] == "true" and response.headers["Precognition"] == "true"
+    assert _counts() == before
+    after = client.get("/webhooks", headers=tenant.headers).json()["data"][0]
+    assert after["meta"]["signing_secret"] == secret
+    again = client.get(f"/webhooks/{hook['uuid']}/deliveries", headers=tenant.headers).json()["data"][0]
+    assert again["meta"]["updated"] == delivery["meta"]["updated"]
+    bad = client.post("/webhooks/00000000-0000-4000-8000-000000000000/ping", headers=dry)
+    assert bad.status_code == 404

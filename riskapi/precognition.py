@@ -1,0 +1,90 @@
+"""Laravel Precognition: dry-runs that validate a write and change nothing.
+
+Bulk writes check their rules without applying them (handlers.common.bulk_write). Every other
+operation that writes is wrapped by `guard`: a precognitive call runs inside a transaction that is
+always rolled back, and a success answers 204. Writes, events and deliveries all live in the
+database (the outbox), so a rolled-back dry-run leaves nothing behind, on any route.
+"""
+
+import fnmatch
+import functools
+
+import flask
+from connexion.lifecycle import ConnexionResponse
+
+import models
+
+_READS = {"GET", "HEAD", "OPTIONS"}
+
+
+def is_precognitive(headers) -> bool:
+    """Tell whether request headers ask for a dry-run."""
+    return headers.get("precognition", "").lower() == "true"
+
+
+def validate_only(headers) -> list[str]:
+    """Return the body paths named by Precognition-Validate-Only."""
+    raw = headers.get("precognition-validate-only", "")
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def select_errors(errors: dict, only: list[str]) -> dict:
+    """Keep the errors whose path matches one of the patterns (`*` = one segment)."""
+    if not only:
+        return errors
+    patterns = [p.replace("[", "[[]") for p in only]
+
+    def wanted(path: str) -> bool:
+        for pattern in patterns:
+            if fnmatch.fnmatchcase(path, pattern) and path.count(".") == pattern.count("."):
+                return True
+            if path.startswith(pattern.rstrip("*") + ".") and "*" not in pattern:
+                return True
+        return False
+
+    # Errors of the request as a whole (no body, no items) are never deselected.
+    return {path: messages for path, messages in errors.items() if "." not in path or wanted(path)}
+
+
+def passed() -> flask.Response:
+    """Answer a dry-run that passed: 204 with no body, so no Content-Type (fetch clients parse one)."""
+    response = flask.Response(status=204, headers={"Precognition-Success": "true"})
+    del response.headers["Content-Type"]
+    return response
+
+
+def passed_asgi() -> ConnexionResponse:
+    """Answer a dry-run that passed, outside a Flask view."""
+    return ConnexionResponse(status_code=204, body=b"", headers={"Precognition-Success": "true"})
+
+
+class _RolledBack(Exception):
+    """Raised to undo a dry-run's transaction once its response is known."""
+
+
+def guard(view):
+    """Wrap a view so that a precognitive write runs in a transaction that is always rolled back."""
+
+    @functools.wraps(view)
+    def wrapper(*args, **kwargs):
+        request = flask.request
+        if request.method in _READS or not is_precognitive(request.headers):
+            return view(*args, **kwargs)
+        response = None
+        try:
+            with models.atomic():
+                response = view(*args, **kwargs)
+                raise _RolledBack
+        except _RolledBack:
+            pass
+        status = getattr(response, "status_code", 200)
+        return passed() if 200 <= status < 300 else response
+
+    return wrapper
+
+
+def resolve(operation_id: str):
+    """Resolve an operationId to its handler, guarded against writing on a dry-run."""
+    from connexion.utils import get_function_from_name
+
+    return guard(get_function_from_name(operation_id))
