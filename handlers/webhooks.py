@@ -118,6 +118,8 @@ def _existing(agency_id: int, payload, errors: bulk.Errors) -> dict:
     rows = {}
     if uuids:
         query_ = Webhook.select().where((Webhook.agency == agency_id) & Webhook.uuid.in_(uuids)).dicts()
+        if not models.is_sqlite():  # a concurrent PATCH or DELETE of the same webhooks waits for this one
+            query_ = query_.order_by(Webhook.id).for_update()
         rows = {str(row["uuid"]): row for row in query_}
     found, seen = {}, set()
     for i, value in wanted:

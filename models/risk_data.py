@@ -2,7 +2,7 @@
 
 import peewee
 
-from models import PublicModel
+from models import PublicModel, is_sqlite
 from models.tenancy import Risk
 
 
@@ -16,12 +16,18 @@ class InRisk(PublicModel):
     risk = peewee.ForeignKeyField(Risk, on_delete="CASCADE")
 
     @classmethod
-    def ids_by_uuid(cls, risk_id: int, uuids) -> dict:
-        """Map the given UUIDs that exist in the risk profile to their ids."""
+    def ids_by_uuid(cls, risk_id: int, uuids, lock: bool = False) -> dict:
+        """Map the given UUIDs that exist in the risk profile to their ids; lock their rows when asked.
+
+        Locked rows (PostgreSQL; SQLite's writer lock already serialises) cannot be deleted or changed
+        by a concurrent request before this transaction ends, so what was checked is what is written.
+        """
         uuids = {str(u) for u in uuids}
         if not uuids:
             return {}
         query = cls.select(cls.uuid, cls.id).where((cls.risk == risk_id) & (cls.uuid.in_(list(uuids))))
+        if lock and not is_sqlite():
+            query = query.order_by(cls.id).for_update()
         return {str(u): i for u, i in query.tuples()}
 
 

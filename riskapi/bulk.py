@@ -15,6 +15,8 @@ NOT_FOUND = "The {} could not be found in the risk profile."
 NO_NUMBER_LEFT = "The {} could not be assigned: the risk profile's numbers reach {}; give a free number."
 # The spec's bound of numbers: PostgreSQL's integer, so that auto-numbering never overflows the column.
 MAX_NUMBER = spec.schema("Number")["maximum"]
+# PostgreSQL's deadlock_detected and serialization_failure: the transaction can simply run again.
+_RETRYABLE = {"40P01", "40001"}
 # Children first, so that restrictive foreign keys never see a dangling row.
 DELETE_ORDER = ("building", "address", "driver", "vehicle", "premise")
 
@@ -35,13 +37,16 @@ class Errors(dict):
 
 
 def transaction(work):
-    """Run work in a write transaction, again when a concurrent writer took a unique number."""
+    """Run work in a write transaction, again when a concurrent writer took a unique number or deadlocked."""
     for _ in range(8):
         try:
             with atomic():
                 return work()
         except peewee.IntegrityError:
             continue
+        except peewee.OperationalError as exc:
+            if getattr(getattr(exc, "orig", exc), "pgcode", None) not in _RETRYABLE:
+                raise
     raise ApiError(409, "The request conflicted with concurrent writes; please retry.")
 
 
@@ -201,7 +206,7 @@ def _existing(model, risk, entries, errors: Errors) -> dict:
     wanted = [
         (i, item["uuid"]) for i, item in entries if isinstance(item.get("uuid"), str) and errors.clean(f"data.{i}.uuid")
     ]
-    known = model.ids_by_uuid(risk.id, [u for _, u in wanted])
+    known = model.ids_by_uuid(risk.id, [u for _, u in wanted], lock=True)
     ids, seen = {}, set()
     for i, value in wanted:
         path = f"data.{i}.uuid"
@@ -241,7 +246,8 @@ def apply_update(risk, plan: list) -> list[dict]:
             if name in values:
                 row[name] = refs.get((i, name))
         row["updated"] = now
-        model.update(row).where(model.id == object_id).execute()
+        if not model.update(row).where(model.id == object_id).execute():
+            _vanished(i)
         if model is Address:
             Driver.update(updated=now).where(
                 Driver.id == Address.select(Address.driver).where(Address.id == object_id)
@@ -250,7 +256,9 @@ def apply_update(risk, plan: list) -> list[dict]:
         if nested is not False:
             _write_nested_address(risk, object_id, nested, now)
     for _, model, object_id, values, _ in plan:
-        current = render.select(model).where(model.id == object_id).get()
+        current = render.select(model).where(model.id == object_id).first()
+        if current is None:
+            _vanished(i)
         item = {
             "object": model.OBJECT,
             "uuid": str(current["uuid"]),
@@ -262,6 +270,12 @@ def apply_update(risk, plan: list) -> list[dict]:
             item["data"]["address"] = render.envelope(Address, address) if address else None
         out.append(item)
     return out
+
+
+def _vanished(index: int) -> None:
+    """Fail an item whose row a concurrent request deleted after it was checked (the write rolls back)."""
+    path = f"data.{index}.uuid"
+    raise ValidationFailed({path: [NOT_FOUND.format(path)]})
 
 
 def _write_nested_address(risk, driver_id: int, nested, now) -> None:
