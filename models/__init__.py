@@ -1,5 +1,6 @@
 """Peewee models, bound late to the database named by DATABASE_URL."""
 
+import contextlib
 import datetime
 import uuid
 
@@ -28,6 +29,50 @@ def bind(database_url: str) -> peewee.Database:
         database = url_connect(database_url, max_connections=32, stale_timeout=300, autorollback=True)
     db.initialize(database)
     return database
+
+
+def ensure_connection() -> None:
+    """Open this thread's connection, replacing a pooled PostgreSQL one the server has dropped.
+
+    A pooled connection can be cut while idle (a restart, `pg_terminate_backend`, a failover) and
+    only says so when used. One round trip up front lets a request find a live connection instead
+    of failing on its first query. Raises peewee.OperationalError when the database does not answer.
+    """
+    db.connect(reuse_if_open=True)
+    if is_sqlite():
+        return
+    try:
+        db.execute_sql("SELECT 1")
+    except (peewee.OperationalError, peewee.InterfaceError):
+        discard_connection()
+        db.connect()
+
+
+@contextlib.contextmanager
+def live_connection():
+    """Hold a live connection for a block; a broken one is discarded afterwards, not pooled."""
+    ensure_connection()
+    try:
+        yield
+    except (peewee.OperationalError, peewee.InterfaceError):
+        discard_connection()
+        raise
+    finally:
+        if not db.is_closed():
+            db.close()
+
+
+def discard_connection() -> None:
+    """Close this thread's connection without returning it to the pool (it may be broken)."""
+    if db.is_closed():
+        return
+    try:
+        if hasattr(db.obj, "manual_close"):
+            db.obj.manual_close()
+        else:
+            db.close()
+    except peewee.PeeweeException:
+        pass
 
 
 def is_sqlite() -> bool:

@@ -54,13 +54,16 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
 
     @flask_app.before_request
     def _connect():
-        models.db.connect(reuse_if_open=True)
+        models.ensure_connection()
 
     @flask_app.teardown_request
     def _release(exc):
         # Pooled PostgreSQL connections go back to the pool; SQLite keeps one per thread.
         if pooled and not models.db.is_closed():
-            models.db.close()
+            if isinstance(exc, errors.DATABASE_DOWN):
+                models.discard_connection()
+            else:
+                models.db.close()
 
     return app
 

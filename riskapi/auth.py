@@ -3,7 +3,7 @@
 import threading
 import time
 
-from models import db
+from models import live_connection
 from models.tenancy import Token
 
 # Tokens are never re-assigned, so a short in-process cache is safe and saves a query per request.
@@ -20,7 +20,7 @@ def token_info(token: str):
     hit = _cache.get(token)
     if hit and hit[1] > now:
         return {"sub": hit[0]}
-    with db.connection_context():
+    with live_connection():
         agency_id = Token.agency_of(token)
     if agency_id is None:
         return None

@@ -1,8 +1,10 @@
 """Exceptions of the service and the one place that maps errors to responses."""
 
 import logging
+import time
 
 import orjson
+import peewee
 from connexion.lifecycle import ConnexionResponse
 from starlette.exceptions import HTTPException
 
@@ -94,6 +96,23 @@ def _on_problem(request, exc):
     return json_response(status, {"message": message, "status": status}, headers)
 
 
+# The database did not answer, or dropped the connection mid-request: nothing was committed.
+DATABASE_DOWN = (peewee.OperationalError, peewee.InterfaceError)
+
+
+_quiet_until = [0.0]
+
+
+def _on_database_down(request, exc):
+    # One line per outage (at most one a minute), not one per request of a busy API.
+    now = time.monotonic()
+    if now >= _quiet_until[0]:
+        _quiet_until[0] = now + 60
+        log.warning("database unavailable: %s: %s", type(exc).__name__, str(exc).strip().splitlines()[:1])
+    body = {"message": "The database is unavailable; please retry shortly.", "status": 503}
+    return json_response(503, body, {"Retry-After": "1"})
+
+
 def _on_exception(request, exc):
     log.error("unhandled error on %s", getattr(request, "url", "?"), exc_info=exc)
     return json_response(500, {"message": "Internal server error.", "status": 500})
@@ -107,4 +126,6 @@ def register(app) -> None:
     app.add_error_handler(ApiError, _on_api_error)
     app.add_error_handler(ProblemException, _on_problem)
     app.add_error_handler(HTTPException, _on_problem)
+    for error in DATABASE_DOWN:
+        app.add_error_handler(error, _on_database_down)
     app.add_error_handler(Exception, _on_exception)

@@ -1,0 +1,155 @@
+"""The database goes away: no 500, 503 with Retry-After while it is gone, recovery by itself (PostgreSQL)."""
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+
+from tests.conftest import free_port, items, make_tenant
+from tests.webhook_support import ROOT, wait_until
+
+pytestmark = [
+    pytest.mark.faults,
+    pytest.mark.skipif(
+        not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+        reason="cutting server connections needs PostgreSQL (CI's postgres pass runs these)",
+    ),
+]
+
+
+def terminate_backends() -> int:
+    """Cut every other connection to the test database, as a restart or failover would."""
+    import models
+
+    cursor = models.db.execute_sql(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    return cursor.fetchone()[0]
+
+
+def test_cut_connections_are_replaced_without_an_error(server, tenant):
+    import models
+
+    def call(i):
+        with httpx.Client(base_url=server.url + "/api/v1", timeout=30) as http:
+            if i % 2:
+                return http.get(tenant.url("/drivers"), headers=tenant.headers)
+            return http.post(tenant.url("/drivers"), json=items("driver", {}), headers=tenant.headers)
+
+    for _ in range(3):
+        # Several requests at once leave several connections in the pool, all of which die below.
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        with models.db.connection_context():
+            assert terminate_backends() >= 1
+        responses = [call(i) for i in range(12)]
+        assert [r.status_code for r in responses] == [201, 200] * 6, [r.text for r in responses]
+
+
+class Proxy:
+    """A TCP relay to PostgreSQL that the test can take down (every connection cut, new ones refused) and bring back."""
+
+    def __init__(self, target=("127.0.0.1", 5432)):
+        self.target = target
+        self.port = free_port()
+        self.sockets: list = []
+        self.listener = None
+
+    def up(self) -> "Proxy":
+        self.listener = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, args=(self.listener,), daemon=True).start()
+        return self
+
+    def down(self) -> None:
+        # shutdown() wakes the thread blocked in accept(); close() alone leaves it accepting on Linux.
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.listener.close()
+        for sock in self.sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        self.sockets.clear()
+
+    def _accept(self, listener) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source, sink) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+def test_database_down_answers_503_then_recovers(server, settings, tmp_path):
+    tenant = make_tenant()
+    proxy = Proxy().up()
+    port = free_port()
+    database = settings.database_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
+    assert database != settings.database_url
+    env = dict(os.environ, DATABASE_URL=database, RISKAPI_VALIDATE_RESPONSES="1")
+    command = [sys.executable, "-m", "uvicorn", "riskapi.app:asgi", "--factory", "--port", str(port)]
+    log = tmp_path / "api.log"
+    api = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v1", timeout=30) as http:
+
+            def ask(i):
+                if i % 2:
+                    return http.get(tenant.url("/drivers"), headers=tenant.headers)
+                return http.post(tenant.url("/drivers"), json=items("driver", {}), headers=tenant.headers)
+
+            def answers():
+                try:
+                    return ask(1).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            assert wait_until(answers, timeout=30)
+            proxy.down()
+            started = time.monotonic()
+            while time.monotonic() - started < 3:
+                response = ask(int(time.monotonic() * 10))
+                assert response.status_code == 503, response.text
+                assert response.json() == {"message": "The database is unavailable; please retry shortly.", "status": 503}
+                assert response.headers["Retry-After"] == "1"
+            proxy.up()
+            statuses = [ask(i).status_code for i in range(10)]
+            assert statuses == [201, 200] * 5
+    finally:
+        api.terminate()
+        api.wait(15)
+        proxy.down()
+    text = log.read_text()
+    assert "Traceback" not in text, text[-2000:]
+    # One line when the database goes, not one per request.
+    assert text.count("database unavailable") == 1, text[-2000:]
