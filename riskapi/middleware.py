@@ -6,8 +6,9 @@ from urllib.parse import parse_qsl, urlencode
 import orjson
 from starlette.datastructures import Headers, MutableHeaders
 
-from riskapi.errors import ApiError
+from riskapi.errors import ApiError, ValidationFailed
 
+_METHODS = {"PATCH", "DELETE"}
 _OVERRIDABLE = re.compile(r"^/api/v1/risks/[^/]+/data/?$")
 
 
@@ -100,9 +101,9 @@ class BodyMiddleware:
         return limited
 
     async def _override(self, scope, receive, headers):
-        method = headers.get("x-http-method-override", "").upper()
-        if method in {"PATCH", "DELETE"}:
-            return dict(scope, method=method), receive
+        header = headers.get("x-http-method-override")
+        if header is not None and header.upper() not in _METHODS:
+            return scope, receive  # stays POST, whose header parameter answers 422
         chunks, more = [], True
         while more:
             message = await receive()
@@ -113,13 +114,16 @@ class BodyMiddleware:
             parsed = orjson.loads(body) if body else None
         except orjson.JSONDecodeError:
             parsed = None
-        method = parsed.get("_method") if isinstance(parsed, dict) else None
-        if isinstance(method, str) and method.upper() in {"PATCH", "DELETE"}:
-            del parsed["_method"]
-            body = orjson.dumps(parsed)
-            scope = dict(scope, method=method.upper(), headers=list(scope["headers"]))
-            new_headers = MutableHeaders(scope=scope)
-            new_headers["content-length"] = str(len(body))
+        named = parsed.get("_method") if isinstance(parsed, dict) else None
+        method = header.upper() if header is not None else named.upper() if isinstance(named, str) else None
+        if header is not None and named is not None and (not isinstance(named, str) or named.upper() != method):
+            raise ValidationFailed({"_method": ["The _method field must match the X-HTTP-Method-Override header."]})
+        if method in _METHODS:
+            if named is not None:
+                del parsed["_method"]
+                body = orjson.dumps(parsed)
+            scope = dict(scope, method=method, headers=list(scope["headers"]))
+            MutableHeaders(scope=scope)["content-length"] = str(len(body))
         replayed = False
 
         async def replay():

@@ -141,8 +141,8 @@ class SchemaValidator:
 
 
 def attribute(path: str) -> str:
-    """Return how Laravel names an attribute: dotted paths raw, plain names with spaces."""
-    return path if "." in path or "[" in path else path.replace("_", " ")
+    """Return how Laravel names an attribute: dotted paths and `_method`-like keys raw, plain names with spaces."""
+    return path if "." in path or "[" in path or path.startswith("_") else path.replace("_", " ")
 
 
 def _join(prefix: str, parts) -> str:

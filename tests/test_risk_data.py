@@ -183,7 +183,7 @@ def test_delete_unknown_other_risk_or_other_agency(client, tenant, world, other_
     )
 
 
-@pytest.mark.parametrize("style", ["header", "body"])
+@pytest.mark.parametrize("style", ["header", "body", "both"])
 def test_post_stands_for_patch_and_delete(client, tenant, world, style):
     ann, bob = world["drivers"]
     update = {"data": [{"object": "driver", "uuid": ann["uuid"], "data": {"first_name": "Annie"}}]}
@@ -191,9 +191,14 @@ def test_post_stands_for_patch_and_delete(client, tenant, world, style):
     if style == "header":
         patched = client.post(tenant.url(), json=update, headers={**tenant.headers, "X-HTTP-Method-Override": "PATCH"})
         deleted = client.post(tenant.url(), json=delete, headers={**tenant.headers, "X-HTTP-Method-Override": "DELETE"})
-    else:
+    elif style == "body":
         patched = client.post(tenant.url(), json={**update, "_method": "PATCH"}, headers=tenant.headers)
         deleted = client.post(tenant.url(), json={**delete, "_method": "DELETE"}, headers=tenant.headers)
+    else:
+        both = {**tenant.headers, "X-HTTP-Method-Override": "PATCH"}
+        patched = client.post(tenant.url(), json={**update, "_method": "patch"}, headers=both)
+        both = {**tenant.headers, "X-HTTP-Method-Override": "DELETE"}
+        deleted = client.post(tenant.url(), json={**delete, "_method": "DELETE"}, headers=both)
     assert patched.status_code == 200, patched.text
     assert deleted.status_code == 200, deleted.text
     assert [d["data"]["first_name"] for d in get_drivers(client, tenant)] == ["Annie"]
@@ -203,3 +208,16 @@ def test_post_without_method_is_refused(client, tenant):
     response = client.post(tenant.url(), json={"data": [{"object": "driver", "uuid": "x"}]}, headers=tenant.headers)
     assert response.status_code == 422
     assert "_method" in response.json()["message"]
+
+
+def test_override_header_and_body_must_agree(client, tenant, world):
+    ann, _ = world["drivers"]
+    update = {"data": [{"object": "driver", "uuid": ann["uuid"], "data": {"first_name": "Annie"}}], "_method": "DELETE"}
+    response = client.post(tenant.url(), json=update, headers={**tenant.headers, "X-HTTP-Method-Override": "PATCH"})
+    assert response.status_code == 422
+    assert response.json()["message"] == {"_method": ["The _method field must match the X-HTTP-Method-Override header."]}
+    invalid = {**tenant.headers, "X-HTTP-Method-Override": "PUT"}
+    response = client.post(tenant.url(), json={**update, "_method": "PATCH"}, headers=invalid)
+    assert response.status_code == 422
+    assert list(response.json()["message"]) == ["X-HTTP-Method-Override"]
+    assert [d["data"]["first_name"] for d in get_drivers(client, tenant)][0] != "Annie"
