@@ -8,6 +8,7 @@ from a2wsgi import WSGIMiddleware
 from connexion.datastructures import MediaTypeDict
 from connexion.middleware import MiddlewarePosition
 from connexion.validators import FormDataValidator, MultiPartFormDataValidator
+from starlette.middleware.cors import CORSMiddleware
 
 import models
 from riskapi import errors, precognition
@@ -15,6 +16,18 @@ from riskapi.config import Settings
 from riskapi.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
 from riskapi.request_validators import BodyValidator, ParamValidator
 from riskapi.spec import SPEC_PATH
+
+CORS_METHODS = ("GET", "POST", "PATCH", "DELETE")
+CORS_ALLOW_HEADERS = (
+    "Authorization",
+    "Content-Type",
+    "Accept",
+    "Precognition",
+    "Precognition-Validate-Only",
+    "X-HTTP-Method-Override",
+    "X-Request-Id",
+)
+CORS_EXPOSE_HEADERS = ("Precognition", "Precognition-Success", "Vary", "Retry-After")
 
 
 def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
@@ -45,6 +58,17 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
         BodyMiddleware, position=MiddlewarePosition.BEFORE_ROUTING, max_body_bytes=settings.max_body_bytes
     )
     app.add_middleware(RoutedOnlyMiddleware, position=MiddlewarePosition.BEFORE_SECURITY)
+    if settings.cors_origins:
+        # Outside the ExceptionMiddleware: error responses (401, 404, 422, 503...) carry the CORS
+        # headers too, and preflights are answered before the body checks, routing and security.
+        app.add_middleware(
+            CORSMiddleware,
+            position=MiddlewarePosition.BEFORE_EXCEPTION,
+            allow_origins=settings.cors_origins,
+            allow_methods=CORS_METHODS,
+            allow_headers=CORS_ALLOW_HEADERS,
+            expose_headers=CORS_EXPOSE_HEADERS,
+        )
 
     flask_app = app.app
     flask_app.config["RISKAPI"] = settings

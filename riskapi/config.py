@@ -12,6 +12,11 @@ def _delays(value: str) -> tuple[float, ...]:
     return tuple(float(part) for part in value.split(",") if part.strip())
 
 
+def _origins(value: str) -> tuple[str, ...]:
+    # An origin is scheme://host[:port]; a trailing slash would never match the browser's Origin header.
+    return tuple(part.strip().rstrip("/") for part in value.split(",") if part.strip())
+
+
 @dataclass(frozen=True)
 class Settings:
     """Runtime settings of the service; secrets are never part of repr()."""
@@ -32,6 +37,7 @@ class Settings:
     webhook_stale_after: float = 30.0
     webhook_relay_interval: float = 0.05
     webhook_worker_threads: int = 4
+    cors_origins: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ=None) -> "Settings":
@@ -54,4 +60,5 @@ class Settings:
             webhook_stale_after=float(env.get("RISKAPI_WEBHOOK_STALE_AFTER", cls.webhook_stale_after)),
             webhook_relay_interval=float(env.get("RISKAPI_WEBHOOK_RELAY_INTERVAL", cls.webhook_relay_interval)),
             webhook_worker_threads=int(env.get("RISKAPI_WEBHOOK_WORKER_THREADS", cls.webhook_worker_threads)),
+            cors_origins=_origins(env.get("RISKAPI_CORS_ORIGINS", "")),
         )
