@@ -10,6 +10,10 @@ A job takes ids and reloads everything; running it twice is harmless:
 
 A failed attempt raises `AttemptFailed` so that RQ's Retry schedules the next one (the worker runs
 with its scheduler); the database records when that will be and is what the delivery log shows.
+
+A database connection that breaks (a restarted server, `pg_terminate_backend`) is thrown away and
+the step that needed it (claim, or record) runs once more on a new one. A job that still fails on
+the database raises: the delivery stays pending, for RQ's Retry or the relay's rescue.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ log = logging.getLogger("riskapi.delivery")
 
 USER_AGENT = f"riskapi-webhooks/{__version__}"
 ZAPIER_GONE = 410
+# What a lost or broken database connection raises (peewee wraps the driver's errors in these).
+DATABASE_ERRORS = (peewee.DatabaseError, peewee.InterfaceError)
 
 
 class AttemptFailed(Exception):
@@ -53,13 +59,20 @@ def worker_settings() -> Settings:
 
 def deliver(delivery_id: int, generation: int) -> str:
     """RQ entry point: run one attempt of a delivery with the worker process's settings."""
-    # The worker keeps its connection between jobs (opening SQLite costs more than a job's queries).
-    models.db.connect(reuse_if_open=True)
-    try:
-        return attempt(delivery_id, generation, worker_settings())
-    except (peewee.OperationalError, peewee.InterfaceError):
-        models.db.close()  # a broken connection: the next job (or RQ's retry) opens a new one
-        raise
+    return attempt(delivery_id, generation, worker_settings())
+
+
+def _reconnecting(step, *args):
+    """Run a database step; after a database error, run it once more on a new connection."""
+    for last in (False, True):
+        try:
+            # The worker keeps its connection between jobs (opening SQLite costs more than a job's queries).
+            models.db.connect(reuse_if_open=True)
+            return step(*args)
+        except DATABASE_ERRORS:
+            models.discard_connection()  # never back into the pool: it may be broken
+            if last:
+                raise
 
 
 def headers(event: str, delivery_uuid, webhook_uuid, signature: str) -> dict:
@@ -86,6 +99,25 @@ def _load(delivery_id: int):
 
 def attempt(delivery_id: int, generation: int, settings: Settings) -> str:
     """Make one attempt of a delivery if it is still this job's to make; return what happened."""
+    claimed = _reconnecting(_claim, delivery_id, generation, settings)
+    if isinstance(claimed, str):
+        return claimed
+    delivery, webhook, started = claimed
+    body = delivery.source.body.encode()
+    result = transport.post(
+        webhook.url,
+        body,
+        headers(delivery.event, delivery.uuid, webhook.uuid, signing.sign(webhook.secret, body)),
+        timeout=settings.webhook_timeout,
+        allow_private=settings.webhook_allow_private,
+        ca_bundle=settings.webhook_ca_bundle or None,
+    )
+    # After a broken connection the whole transaction is written again: the attempt made is not lost.
+    return _reconnecting(_record, delivery, generation, webhook, started, result, settings)
+
+
+def _claim(delivery_id: int, generation: int, settings: Settings):
+    """Claim a delivery for one attempt: return (delivery, webhook, now), or why there is nothing to do."""
     for waited in (False, True):
         delivery = _load(delivery_id)
         if delivery is None:
@@ -118,16 +150,7 @@ def attempt(delivery_id: int, generation: int, settings: Settings) -> str:
     )
     if not claimed:
         return "busy"
-    body = delivery.source.body.encode()
-    result = transport.post(
-        webhook.url,
-        body,
-        headers(delivery.event, delivery.uuid, webhook.uuid, signing.sign(webhook.secret, body)),
-        timeout=settings.webhook_timeout,
-        allow_private=settings.webhook_allow_private,
-        ca_bundle=settings.webhook_ca_bundle or None,
-    )
-    return _record(delivery, generation, webhook, now, result, settings)
+    return delivery, webhook, now
 
 
 def _record(delivery, generation: int, webhook, started, result: transport.Result, settings: Settings) -> str:
@@ -150,9 +173,7 @@ def _record(delivery, generation: int, webhook, started, result: transport.Resul
             outcome, status, next_attempt = "failed", FAILED, None
         changed = (
             # batch=None: whatever comes next is the delivery's own job (see jobs.queue).
-            Delivery.update(
-                status=status, tries=tries, next_attempt=next_attempt, locked_until=None, batch=None, updated=now
-            )
+            Delivery.update(status=status, tries=tries, next_attempt=next_attempt, locked_until=None, batch=None, updated=now)
             .where((Delivery.id == delivery.id) & (Delivery.generation == generation))
             .execute()
         )
@@ -192,4 +213,4 @@ def _finish(delivery, generation: int, status: str) -> None:
     ).execute()
 
 
-__all__ = ["AttemptFailed", "attempt", "deliver", "headers"]
+__all__ = ["DATABASE_ERRORS", "AttemptFailed", "attempt", "deliver", "headers"]

@@ -8,11 +8,15 @@ Any number of relays may run (one per worker process) against one database and o
   Redis is unreachable the rows are handed back and tried again.
 * `rescue` finds pending deliveries whose job should have run long ago (`stale_after` seconds) and
   that RQ will not run: the job vanished (Redis restarted empty, or the relay died between commit
-  and enqueue), ended without settling the delivery, was started by a worker that died (its claim
-  expired), or sits scheduled while no scheduler runs. A batch job counts for each delivery it still
-  carries: a batch that runs longer than `stale_after` has its unclaimed deliveries handed back, and
-  finds them superseded when it gets to them. They are marked waiting again, so the next
-  `relay_pending` enqueues a new generation and any old job left behind finds itself superseded.
+  and enqueue), ended without settling the delivery, was taken or started by a worker that died
+  (its claim expired), or sits scheduled while no scheduler runs. A batch job counts for each
+  delivery it still carries: a batch that runs longer than `stale_after` has its unclaimed
+  deliveries handed back, and finds them superseded when it gets to them. They are marked waiting
+  again, so the next `relay_pending` enqueues a new generation and any old job left behind finds
+  itself superseded.
+
+`run` rides out Redis and database outages of any length: it retries with capped backoff, throws
+away a broken database connection, and reports to the process's `Outage`s (one line each way).
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ import logging
 import threading
 import time
 
-import peewee
 import redis
 
 import models
 from jobs import queue as jobs_queue
+from jobs.broker import Backoff, Outage
+from jobs.delivery import DATABASE_ERRORS
 from models import utcnow
 from models.webhooks import PENDING, Delivery
 from riskapi.config import Settings
@@ -40,10 +45,12 @@ _WILL_RUN = {"queued", "deferred"}
 class Relay:
     """Moves deliveries from the database's outbox to the RQ queue."""
 
-    def __init__(self, connection: redis.Redis, settings: Settings):
+    def __init__(self, connection: redis.Redis, settings: Settings, redis_outage=None, database_outage=None):
         self.connection = connection
         self.settings = settings
         self.queue = jobs_queue.queue(connection, settings.webhook_queue)
+        self.redis_outage: Outage = redis_outage or Outage("Redis", log)
+        self.database_outage: Outage = database_outage or Outage("database", log)
 
     def relay_pending(self, limit: int = BATCH) -> int:
         """Enqueue the jobs of waiting deliveries; return how many were handed over."""
@@ -72,7 +79,7 @@ class Relay:
                     Delivery.update(batch=name).where(Delivery.id.in_([d[0] for d in group])).execute()
         try:
             jobs_queue.enqueue(self.queue, planned, self.settings.webhook_retry_delays, self.settings.webhook_timeout)
-        except redis.RedisError:
+        except (redis.RedisError, OSError):
             # Nothing is lost: the rows wait for the next pass (a job that did get through is superseded).
             Delivery.update(relayed=None).where(Delivery.id.in_(ids) & (Delivery.relayed == now)).execute()
             raise
@@ -102,10 +109,15 @@ class Relay:
             for delivery_id, uuid, generation, batch in rows
         ]
         known = jobs_queue.statuses(self.connection, list(dict.fromkeys(name for name, _, _ in jobs)))
+        # A job that a worker took off the queue but never started (it died, or lost Redis, in between)
+        # stays "queued" in RQ's intermediate queue until RQ's own cleanup, minutes later.
+        taken = set()
+        if any(status == "queued" for status, _ in known.values()):
+            taken = set(self.queue.intermediate_queue.get_job_ids())
         lost = []
         for name, delivery_id, generation in jobs:
             status, started = known[name]
-            if status in _WILL_RUN:
+            if status in _WILL_RUN and name not in taken:
                 continue  # a backlog, not a loss
             if status == "started" and started is not None and started > cutoff:
                 continue  # picked up just now
@@ -125,29 +137,35 @@ class Relay:
         return len(lost)
 
     def run(self, stop: threading.Event) -> None:
-        """Relay until stop is set, surviving database and Redis outages."""
+        """Relay until stop is set, riding out database and Redis outages."""
         interval = max(self.settings.webhook_relay_interval, 0.005)
         rescue_every = min(max(self.settings.webhook_stale_after / 2, 0.5), 10.0)
         next_rescue = 0.0
-        delay = interval
+        backoff = Backoff()
         while not stop.is_set():
             try:
                 models.db.connect(reuse_if_open=True)
                 moved = self.relay_pending()
+                self.database_outage.back()
+                if moved:
+                    self.redis_outage.back()  # only a pass that enqueued has heard from Redis
                 if time.monotonic() >= next_rescue:
                     next_rescue = time.monotonic() + rescue_every
                     self.rescue()
-                delay = interval
+                backoff.reset()
                 if moved >= BATCH:
                     continue
-            except (redis.RedisError, peewee.DatabaseError, peewee.InterfaceError) as exc:
-                log.warning("relay: %s: %s; retrying", type(exc).__name__, exc)
-                delay = min(max(delay * 2, 0.25), 2.0)
-                if isinstance(exc, (peewee.DatabaseError, peewee.InterfaceError)) and not models.db.is_closed():
-                    try:
-                        models.db.close()
-                    except peewee.PeeweeException:
-                        pass
+                delay = interval
+            except DATABASE_ERRORS as exc:
+                models.discard_connection()
+                self.database_outage.lost(exc)
+                delay = backoff.next()
+            except (redis.RedisError, OSError) as exc:
+                self.redis_outage.lost(exc)
+                delay = backoff.next()
+            except Exception:
+                # A thread that dies relays nothing ever again: report and carry on.
+                log.exception("relay: unexpected error; retrying")
+                delay = backoff.next()
             stop.wait(delay)
-        if not models.db.is_closed():
-            models.db.close()
+        models.discard_connection()

@@ -6,35 +6,64 @@ Deliveries mostly wait on the network (up to the 5 s deadline), so a process run
 thread (RISKAPI_WEBHOOK_WORKER_THREADS): one slow receiver does not hold up every other delivery.
 The main thread's worker handles SIGTERM/SIGINT and runs the scheduler; job timeouts are SIGALRM
 there and a timer in the other threads.
+
+Redis may go away for any length of time, and come back empty. A worker that loses it is let go,
+and a new one is built once Redis answers (RQ's worker registers itself and runs a pubsub thread
+and the scheduler: state that a restarted Redis no longer knows). The forked scheduler rides
+outages out by itself, and the main worker starts it again within seconds if it died anyway.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+import uuid
 
 import redis
 from rq import SimpleWorker
+from rq.exceptions import DequeueTimeout, StopRequested
 from rq.scheduler import RQScheduler
 from rq.timeouts import TimerDeathPenalty
+from rq.worker import WorkerStatus
 
 import models
 from jobs import queue as jobs_queue
-from jobs.broker import die_with_parent
-from jobs.delivery import AttemptFailed
+from jobs.broker import UNREACHABLE, Backoff, Outage, die_with_parent, wait_for
+from jobs.delivery import DATABASE_ERRORS, AttemptFailed
 from jobs.relay import Relay
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.worker")
 
+# Seconds a worker waits for a job in one go: a stop request or a dead scheduler is seen this soon.
+SLICE = 1
+# A worker that ended after running this long was not failing in a loop: build the next one at once.
+STEADY = 30.0
+
+
+class _QuietRedisErrors(logging.Filter):
+    """Drop RQ's own reports of an unreachable Redis: the process's Outage reports each outage once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], UNREACHABLE):
+            return False
+        return "Redis connection timeout" not in str(record.msg)
+
+
+_QUIET = _QuietRedisErrors()
+
 
 class DeliveryWorker(SimpleWorker):
-    """SimpleWorker that reconnects to Redis quickly and logs failed attempts in one line."""
+    """SimpleWorker that waits for jobs in slices, gives up its Redis quietly, and logs failed attempts in one line."""
 
-    # RQ's default backoff grows to 60 s, which would keep deliveries waiting long after Redis is back.
-    max_connection_wait_time = 5.0
+    # RQ raises the socket timeout to outlast its own long waits for a job (415 s); ours are SLICE long,
+    # and a Redis that hangs must show as an error within seconds, not minutes.
+    connection_timeout = SLICE + 14
     _last_beat = 0.0
+    lost: BaseException | None = None  # the Redis error that ended the last wait for a job
+    database_outage: Outage | None = None
 
     def heartbeat(self, timeout=None, pipeline=None):
         """Extend the worker's registration, at most once a second when nothing else changes.
@@ -51,11 +80,67 @@ class DeliveryWorker(SimpleWorker):
         return super().heartbeat(timeout, pipeline)
 
     def handle_exception(self, job, *exc_info):
-        """Log an expected failed attempt without a traceback; anything else as RQ does."""
-        if len(exc_info) > 1 and isinstance(exc_info[1], AttemptFailed):
-            self.log.info("%s; retry scheduled", exc_info[1])
+        """Log an expected failed attempt, or a database outage, in one line; anything else as RQ does."""
+        error = exc_info[1] if len(exc_info) > 1 else None
+        if isinstance(error, AttemptFailed):
+            self.log.info("%s; retry scheduled", error)
+        elif isinstance(error, DATABASE_ERRORS) and self.database_outage is not None:
+            self.database_outage.lost(error)  # the delivery stays pending: RQ's Retry or the relay's rescue
+        else:
+            super().handle_exception(job, *exc_info)
+
+    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
+        """Wait for a job in SLICE-second slices; on losing Redis, return None with `lost` set."""
+        # RQ's own version retries a lost Redis in place, logging every try, with a worker whose
+        # registration a restarted Redis has forgotten: this one hands the worker back instead.
+        try:
+            self.set_state(WorkerStatus.IDLE)
+            while not self._stop_requested:
+                self.heartbeat()
+                if self.should_run_maintenance_tasks:
+                    self.run_maintenance_tasks()
+                if timeout is not None:
+                    self.tend()
+                try:
+                    result = self.queue_class.dequeue_any(
+                        self._ordered_queues,
+                        None if timeout is None else SLICE,
+                        connection=self.connection,
+                        job_class=self.job_class,
+                        serializer=self.serializer,
+                        death_penalty_class=self.death_penalty_class,
+                    )
+                except DequeueTimeout:
+                    continue
+                if result is not None:
+                    job, queue = result
+                    self.reorder_queues(reference_queue=queue)
+                    job.redis_server_version = self.get_redis_server_version()
+                return result
+        except (redis.RedisError, OSError) as exc:
+            self.lost = exc
+        return None
+
+    def tend(self) -> None:
+        """Look after what runs beside the worker between two waits for a job (nothing here)."""
+
+    def stop_scheduler(self):
+        """Stop RQ's scheduler process if it runs; kill it if it does not stop within seconds (RQ waits forever)."""
+        process = self.scheduler._process if self.scheduler is not None else None
+        if process is None or not process.is_alive():  # is_alive() also reaps one that has exited
             return
-        super().handle_exception(job, *exc_info)
+        process.terminate()
+        process.join(5)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+    def _pubsub_exception_handler(self, exc, pubsub, pubsub_thread):
+        """Wait out an unreachable Redis quietly (the worker's loop reports it); anything else as RQ does."""
+        if isinstance(exc, UNREACHABLE):
+            time.sleep(2.0)
+            return
+        super()._pubsub_exception_handler(exc, pubsub, pubsub_thread)
 
 
 class ThreadWorker(DeliveryWorker):
@@ -74,74 +159,89 @@ class ThreadWorker(DeliveryWorker):
         finally:
             self.busy = False
 
-    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
-        """Wait for a job in one-second slices, so that a stop request is seen within a second."""
-        if timeout is None:  # burst
-            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
-        while not self._stop_requested:
-            result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time=1)
-            if result is not None:
-                return result
-        return None
-
-
-def _serve_jobs(make_worker, stop: threading.Event, burst: bool, current: list) -> None:
-    """Run RQ workers from make_worker until stop is set (or, in burst mode, the queue is empty)."""
-    while not stop.is_set():
-        worker = make_worker()
-        current.append(worker)
-        try:
-            worker.work(burst=burst, with_scheduler=isinstance(worker, MainWorker), logging_level="WARNING")
-            return  # asked to stop (or burst done)
-        except redis.ConnectionError as exc:
-            if worker.scheduler is not None:
-                worker.stop_scheduler()
-            if stop.is_set() or getattr(worker, "_stop_requested", False):
-                return
-            log.warning("worker lost Redis (%s); restarting", exc)
-            time.sleep(1)
-        finally:
-            current.remove(worker)
-
 
 class DyingScheduler(RQScheduler):
-    """RQ's scheduler, whose forked process dies with its worker even when the worker is SIGKILLed."""
+    """RQ's scheduler, in a process that dies with its worker (even a SIGKILLed one) and outlasts Redis outages."""
 
     def work(self):
+        """Move due jobs to their queue every `interval` seconds until SIGTERM/SIGINT, whether Redis answers or not."""
         die_with_parent()
-        super().work()
+        self._install_signal_handlers()
+        backoff = Backoff()
+        registered = False
+        while not self._stop_requested:
+            try:
+                if not registered:  # again after an outage: Redis may have come back empty
+                    self.register_birth()
+                    registered = True
+                if self.should_reacquire_locks:
+                    self.acquire_locks()
+                self.heartbeat()  # takes back a lock that expired while Redis was away
+                self.enqueue_scheduled_jobs()
+                backoff.reset()
+                pause = self.interval
+            except (redis.RedisError, OSError):
+                registered = False  # the worker reports the outage; this process only waits it out
+                pause = backoff.next()
+            deadline = time.monotonic() + pause
+            while not self._stop_requested and time.monotonic() < deadline:
+                time.sleep(0.1)
+        with contextlib.suppress(redis.RedisError, OSError):
+            self.stop()
 
 
 class MainWorker(DeliveryWorker):
-    """The worker of the main thread: it handles SIGTERM/SIGINT and runs RQ's scheduler."""
+    """The worker of the main thread: it handles SIGTERM/SIGINT, and runs RQ's scheduler and keeps it running."""
 
     # Called once RQ's scheduler (a forked process) has started: other threads are best started
     # after the fork, so that the child inherits no lock another thread holds.
     ready = None
     # Set on SIGTERM/SIGINT before RQ handles them (RQ's handler may fail when Redis is gone).
     stopping: threading.Event | None = None
+    # One per process: a worker built after an outage takes back the scheduler lock its predecessor held.
+    scheduler_name: str | None = None
+    _next_tend = 0.0
 
     def request_stop(self, signum, frame):
         if self.stopping is not None:
             self.stopping.set()
-        super().request_stop(signum, frame)
+        try:
+            super().request_stop(signum, frame)
+        except (redis.RedisError, OSError):
+            self._stop_requested = True  # Redis is gone: there is nobody to tell
 
     def request_force_stop(self, signum, frame):
         if self.stopping is not None:
             self.stopping.set()
         super().request_force_stop(signum, frame)
 
+    def tend(self) -> None:
+        """Start RQ's scheduler again if its process died (RQ itself looks only every maintenance_interval)."""
+        scheduler, now = self.scheduler, time.monotonic()
+        if scheduler is None or now < self._next_tend:
+            return
+        self._next_tend = now + 2.0
+        process = scheduler._process
+        if process is not None and process.is_alive():
+            return
+        if process is not None:
+            log.warning("RQ's scheduler (pid %s) exited with code %s; starting it again", process.pid, process.exitcode)
+            scheduler._process = None
+        scheduler.acquire_locks(auto_start=True)  # unless another process's scheduler holds the lock
+
     def _start_scheduler(self, burst=False, logging_level="INFO", date_format=None, log_format=None, **kwargs):
         try:
             if burst:
                 super()._start_scheduler(burst, logging_level, **_formats(date_format, log_format))
                 return
-            # As RQ's own, but with a scheduler process that cannot outlive this one.
+            # As RQ's own, but with a scheduler process that cannot outlive this one, under the process's name.
             self.scheduler = DyingScheduler(
                 self.queues,
                 connection=self.connection,
-                logging_level=logging_level if logging_level is not None else self.log.level,
+                # Its warnings are lock bookkeeping after an outage, which the worker has reported.
+                logging_level="ERROR",
                 serializer=self.serializer,
+                name=self.scheduler_name,
                 **_formats(date_format, log_format),
             )
             self.scheduler.acquire_locks()
@@ -157,6 +257,49 @@ def _formats(date_format, log_format) -> dict:
     return {name: value for name, value in formats.items() if value is not None}
 
 
+def _let_go(worker, current: list) -> None:
+    """Stop what RQ's teardown leaves running when Redis is gone: the pubsub thread and the scheduler."""
+    with contextlib.suppress(ValueError):
+        current.remove(worker)
+    thread = worker.pubsub_thread
+    if thread is not None and thread.is_alive():
+        thread.stop()
+    if worker.scheduler is not None:
+        worker.stop_scheduler()
+
+
+def _serve_jobs(make_worker, stop: threading.Event, burst: bool, current: list, connection, outage: Outage) -> None:
+    """Run RQ workers from make_worker until stop is set (or, in burst mode, the queue is empty), whatever Redis does."""
+    pacing = Backoff()
+    try:
+        while not stop.is_set():
+            started, worker, error = time.monotonic(), None, None
+            try:
+                worker = make_worker()  # RQ's constructor already talks to Redis (CLIENT SETNAME)
+                current.append(worker)
+                worker.work(burst=burst, with_scheduler=isinstance(worker, MainWorker), logging_level="WARNING")
+                error = worker.lost
+            except (redis.RedisError, OSError) as exc:
+                error = exc
+            except Exception:
+                log.exception("delivery worker failed; starting another")
+            finally:
+                if worker is not None:
+                    _let_go(worker, current)
+            if stop.is_set() or (worker is not None and worker._stop_requested):
+                return
+            if burst and error is None:
+                return  # the queue is empty
+            if error is not None:
+                outage.lost(error)
+            if time.monotonic() - started > STEADY:
+                pacing.reset()
+            if stop.wait(pacing.next()) or not wait_for(connection, stop, outage):
+                return
+    except StopRequested:  # SIGTERM/SIGINT between two workers: RQ's handler raises it wherever we are
+        return
+
+
 def run(
     settings: Settings,
     connection: redis.Redis,
@@ -169,11 +312,15 @@ def run(
     Deliveries wait on the network, so one process delivers several at once: one RQ worker per
     thread (SimpleWorker: no fork per job), the main thread's with RQ's scheduler.
     """
-    logging.getLogger("rq.worker").setLevel(logging.WARNING)
+    rq_log = logging.getLogger("rq.worker")
+    rq_log.setLevel(logging.WARNING)
+    rq_log.addFilter(_QUIET)
     models.bind(settings.database_url)
-    relay = Relay(relay_connection, settings)
+    redis_outage, database_outage = Outage("Redis", log), Outage("database", log)
+    relay = Relay(relay_connection, settings, redis_outage, database_outage)
     stop = threading.Event()
     queue = jobs_queue.queue(connection, settings.webhook_queue)
+    scheduler_name = uuid.uuid4().hex
     helpers: list = []
     helper_threads: list = []
     if burst:
@@ -181,6 +328,11 @@ def run(
         while relay.relay_pending():
             pass
         relay.rescue()
+
+    def thread_worker() -> ThreadWorker:
+        worker = ThreadWorker([queue], connection=connection)
+        worker.database_outage = database_outage
+        return worker
 
     def start_threads() -> None:
         if helper_threads or stop.is_set():
@@ -190,7 +342,7 @@ def run(
         for number in range(max(threads, 1) - 1):
             thread = threading.Thread(
                 target=_serve_jobs,
-                args=(lambda: ThreadWorker([queue], connection=connection), stop, burst, helpers),
+                args=(thread_worker, stop, burst, helpers, connection, redis_outage),
                 name=f"delivery-{number + 1}",
                 daemon=True,
             )
@@ -202,10 +354,12 @@ def run(
         worker = MainWorker([queue], connection=connection, maintenance_interval=60)
         worker.ready = start_threads
         worker.stopping = stop
+        worker.scheduler_name = scheduler_name
+        worker.database_outage = database_outage
         return worker
 
     try:
-        _serve_jobs(main_worker, stop, burst, [])
+        _serve_jobs(main_worker, stop, burst, [], connection, redis_outage)
     finally:
         stop.set()
         for worker in list(helpers):

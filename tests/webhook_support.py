@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -170,10 +172,68 @@ def new_queue_name() -> str:
     return f"riskapi-test-{uuid.uuid4().hex[:12]}"
 
 
+def children(pid: int) -> list[int]:
+    """Return the pids of a process's children (every thread's, from /proc)."""
+    found: list[int] = []
+    for path in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            found += [int(child) for child in path.read_text().split()]
+    return found
+
+
+def delivery_uuids(webhook_uuid: str) -> set[str]:
+    """Return the uuids of every delivery of a webhook, from the database the tests share."""
+    from models.webhooks import Delivery, Webhook
+
+    with models.db.connection_context():
+        query = Delivery.select(Delivery.uuid).join(Webhook).where(Webhook.uuid == webhook_uuid)
+        return {str(value) for (value,) in query.tuples()}
+
+
+class Writer(threading.Thread):
+    """Creates drivers through the API from a thread, `per_request` per POST every `pace` s, until stop()."""
+
+    def __init__(self, api_url: str, tenant, per_request: int = 5, pace: float = 0.1):
+        super().__init__(name="writer", daemon=True)
+        self.api_url, self.tenant, self.per_request, self.pace = api_url, tenant, per_request, pace
+        self.created: list[str] = []  # driver uuids
+        self.failures: list[str] = []
+        self.slowest = 0.0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        import httpx
+
+        with httpx.Client(base_url=self.api_url, headers=self.tenant.headers, timeout=30) as http:
+            while not self.done.is_set():
+                body = {"data": [{"object": "driver", "data": {}} for _ in range(self.per_request)]}
+                started = time.monotonic()
+                try:
+                    response = http.post(self.tenant.url("/drivers"), json=body)
+                except httpx.HTTPError as exc:
+                    self.failures.append(repr(exc))
+                    self.done.wait(self.pace)
+                    continue
+                self.slowest = max(self.slowest, time.monotonic() - started)
+                if response.status_code == 201:
+                    self.created += [driver["uuid"] for driver in response.json()["data"]]
+                else:
+                    self.failures.append(f"{response.status_code} {response.text[:200]}")
+                self.done.wait(self.pace)
+
+    def stop(self) -> None:
+        """Stop writing and wait for the request in hand."""
+        self.done.set()
+        self.join(60)
+
+
 __all__ = [
     "EmbeddedRedis",
     "WorkerProcess",
+    "Writer",
+    "children",
     "delete_queue",
+    "delivery_uuids",
     "drain_pending",
     "new_queue_name",
     "shared_redis_url",
