@@ -13,6 +13,7 @@ from starlette.middleware.cors import CORSMiddleware
 import models
 from riskapi import errors, precognition
 from riskapi.config import Settings
+from riskapi.docs import SpecMiddleware
 from riskapi.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
 from riskapi.request_validators import BodyValidator, ParamValidator
 from riskapi.spec import SPEC_PATH
@@ -50,7 +51,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
         resolver=connexion.resolver.Resolver(function_resolver=precognition.resolve),
         validator_map=validator_map,
         validate_responses=settings.validate_responses,
-        swagger_ui_options=connexion.options.SwaggerUIOptions(swagger_ui=False),
+        swagger_ui_options=connexion.options.SwaggerUIOptions(swagger_ui_path="/docs"),
     )
     errors.register(app)
     app.add_middleware(HeadersMiddleware, position=MiddlewarePosition.BEFORE_EXCEPTION)
@@ -58,6 +59,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
         BodyMiddleware, position=MiddlewarePosition.BEFORE_ROUTING, max_body_bytes=settings.max_body_bytes
     )
     app.add_middleware(RoutedOnlyMiddleware, position=MiddlewarePosition.BEFORE_SECURITY)
+    app.add_middleware(SpecMiddleware, position=MiddlewarePosition.BEFORE_SWAGGER)
     if settings.cors_origins:
         # Outside the ExceptionMiddleware: error responses (401, 404, 422, 503...) carry the CORS
         # headers too, and preflights are answered before the body checks, routing and security.

@@ -1,0 +1,50 @@
+"""The spec as written, served at /api/v1/openapi.json and .yaml, for the docs page and for generators.
+
+Connexion's own copy has every `$ref` inlined (component names and their descriptions lost, a
+client generated from it gets no named models) and shows `x-bearerInfoFunc`. This serves the file
+itself, with implementation hints removed, before Connexion's Swagger UI middleware sees the path.
+"""
+
+import functools
+
+import orjson
+import yaml
+
+from riskapi import spec
+
+_INTERNAL = {"x-bearerInfoFunc", "x-openapi-router-controller"}
+_PATHS = {"/api/v1/openapi.json": "application/json", "/api/v1/openapi.yaml": "application/yaml"}
+
+
+def _public(value):
+    if isinstance(value, dict):
+        return {key: _public(item) for key, item in value.items() if key not in _INTERNAL}
+    if isinstance(value, list):
+        return [_public(item) for item in value]
+    return value
+
+
+@functools.lru_cache(maxsize=2)
+def document(media_type: str) -> bytes:
+    """Return the public spec in JSON or YAML."""
+    public = _public(spec.raw())
+    if media_type == "application/json":
+        return orjson.dumps(public)
+    return yaml.safe_dump(public, sort_keys=False, allow_unicode=True).encode()
+
+
+class SpecMiddleware:
+    """Answer GET of the spec documents with the spec as written."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        media_type = _PATHS.get(scope.get("path", "")) if scope["type"] == "http" else None
+        if media_type is None or scope["method"] not in {"GET", "HEAD"}:
+            await self.app(scope, receive, send)
+            return
+        body = document(media_type)
+        headers = [(b"content-type", media_type.encode()), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body if scope["method"] == "GET" else b""})
