@@ -6,6 +6,8 @@ import httpx
 
 from tests.conftest import items, make_webhook
 
+ADDRESS = {"object": "address", "data": {"address": "1 Main St", "city": "Austin", "state": "TX", "zip": "78701"}}
+
 
 def race(server, calls) -> list:
     """Send the calls at once, one thread each, and return their responses in order."""
@@ -30,7 +32,7 @@ def test_patch_racing_delete_of_the_same_drivers(server, client, tenant):
     for _ in range(40):
         created = client.post(
             tenant.url("/drivers"),
-            json=items("driver", {"first_name": "A", "address": {"object": "address", "data": {"address": "1 Main St", "city": "Austin", "state": "TX", "zip": "78701"}}}, {}),
+            json=items("driver", {"first_name": "A", "address": ADDRESS}, {}),
             headers=tenant.headers,
         ).json()["data"]
         patch = {"data": [{"object": "driver", "uuid": d["uuid"], "data": {"first_name": "B"}} for d in created]}
