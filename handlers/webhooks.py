@@ -1,5 +1,6 @@
 """Webhook subscriptions: list, bulk create, update and delete, rotate-secret and ping."""
 
+import datetime
 import uuid
 
 import flask
@@ -40,8 +41,17 @@ def render(row: dict) -> dict:
             "created": timestamp(row["created"]),
             "updated": timestamp(row["updated"]),
             "signing_secret": row["secret"],
+            "previous_secret_valid_until": _previous_valid_until(row),
         },
     }
+
+
+def _previous_valid_until(row: dict) -> str | None:
+    """Return until when the secret replaced by rotate-secret still signs webhook-signature; None once it does not."""
+    until = row.get("previous_secret_expires")
+    if not row.get("previous_secret") or until is None or until <= utcnow():
+        return None
+    return timestamp(until)
 
 
 def webhook_of(agency_id: int, webhook_uuid: str) -> Webhook:
@@ -237,10 +247,23 @@ def delete_webhooks(user):
 
 
 def rotate_secret(user, webhook):
-    """Give a webhook a new signing secret."""
+    """Give a webhook a new signing secret; the one replaced keeps signing webhook-signature for the grace period.
+
+    The end of the grace is fixed now (RISKAPI_WEBHOOK_ROTATION_GRACE of this process) and stored, so
+    every worker honours the same instant and the response can say it. Rotating again during a grace
+    ends the older secret at once: only the secret just replaced stays valid.
+    """
     with models.atomic():
         found = webhook_of(user, webhook)
-        Webhook.update(secret=generate_secret(), updated=utcnow()).where(Webhook.id == found.id).execute()
+        now = utcnow()
+        grace = settings().webhook_rotation_grace
+        if grace > 0:
+            # previous_secret = the row's secret before this UPDATE (SQL reads old values on the right),
+            # so concurrent rotations chain instead of both keeping the same previous secret.
+            previous = {"previous_secret": Webhook.secret, "previous_secret_expires": now + datetime.timedelta(seconds=grace)}
+        else:
+            previous = {"previous_secret": None, "previous_secret_expires": None}
+        Webhook.update(secret=generate_secret(), updated=now, **previous).where(Webhook.id == found.id).execute()
         row = _rows([found.id])[found.id]
     return common.respond(200, {"data": [render(row)]})
 

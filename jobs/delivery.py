@@ -75,9 +75,10 @@ def _reconnecting(step, *args):
                 raise
 
 
-def headers(event: str, delivery_uuid, webhook_uuid, signature: str) -> dict:
-    """Return the headers of a delivery request."""
-    return {
+def headers(event: str, delivery_uuid, webhook_uuid, signature: str, standard: tuple[int, str] | None = None) -> dict:
+    """Return the headers of a delivery request; `standard` = (webhook-timestamp, webhook-signature) adds
+    the Standard Webhooks headers, whose webhook-id is the delivery's uuid (like Service-Delivery)."""
+    sent = {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
         "Service-Event": event,
@@ -85,6 +86,31 @@ def headers(event: str, delivery_uuid, webhook_uuid, signature: str) -> dict:
         "Service-Signature": signature,
         "Service-Webhook": str(webhook_uuid),
     }
+    if standard is not None:
+        timestamp, standard_signature = standard
+        sent["webhook-id"] = str(delivery_uuid)
+        sent["webhook-timestamp"] = str(int(timestamp))
+        sent["webhook-signature"] = standard_signature
+    return sent
+
+
+def signed_headers(
+    event: str, delivery_uuid, webhook_uuid, body: bytes, secrets: list[str], timestamp: int | None = None
+) -> dict:
+    """Return the headers of one attempt: Service-Signature by secrets[0] (the current secret) alone,
+    webhook-signature by every secret given (current first), timestamped now unless told."""
+    timestamp = int(time.time()) if timestamp is None else int(timestamp)
+    standard = signing.standard_signatures(secrets, str(delivery_uuid), timestamp, body)
+    return headers(event, delivery_uuid, webhook_uuid, signing.sign(secrets[0], body), (timestamp, standard))
+
+
+def signing_secrets(webhook, now) -> list[str]:
+    """Return the secrets that sign an attempt made now: the current one, then the one rotate-secret
+    replaced while its grace period lasts."""
+    previous, until = webhook.previous_secret, webhook.previous_secret_expires
+    if previous and until is not None and now < until and previous != webhook.secret:
+        return [webhook.secret, previous]
+    return [webhook.secret]
 
 
 def _load(delivery_id: int):
@@ -107,7 +133,7 @@ def attempt(delivery_id: int, generation: int, settings: Settings) -> str:
     result = transport.post(
         webhook.url,
         body,
-        headers(delivery.event, delivery.uuid, webhook.uuid, signing.sign(webhook.secret, body)),
+        signed_headers(delivery.event, delivery.uuid, webhook.uuid, body, signing_secrets(webhook, utcnow())),
         timeout=settings.webhook_timeout,
         allow_private=settings.webhook_allow_private,
         ca_bundle=settings.webhook_ca_bundle or None,
@@ -213,4 +239,4 @@ def _finish(delivery, generation: int, status: str) -> None:
     ).execute()
 
 
-__all__ = ["DATABASE_ERRORS", "AttemptFailed", "attempt", "deliver", "headers"]
+__all__ = ["DATABASE_ERRORS", "AttemptFailed", "attempt", "deliver", "headers", "signed_headers", "signing_secrets"]

@@ -37,6 +37,11 @@ class Webhook(PublicModel):
     url = peewee.CharField(max_length=2048)
     events = peewee.TextField()
     secret = peewee.CharField(max_length=255)
+    # The secret rotate-secret replaced: it still signs webhook-signature (next to the current one)
+    # until previous_secret_expires, fixed at rotation (RISKAPI_WEBHOOK_ROTATION_GRACE after it).
+    # Nullable, so models.upgrade() adds them to an existing table.
+    previous_secret = peewee.CharField(max_length=255, null=True)
+    previous_secret_expires = peewee.DateTimeField(null=True)
     disabled = peewee.DateTimeField(null=True)
     # Deliveries failed for good in a row; a success resets it, the limit disables the webhook.
     failures = peewee.IntegerField(default=0)

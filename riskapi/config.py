@@ -37,6 +37,7 @@ class Settings:
     webhook_stale_after: float = 30.0
     webhook_relay_interval: float = 0.05
     webhook_worker_threads: int = 4
+    webhook_rotation_grace: float = 86400.0
     cors_origins: tuple[str, ...] = ()
 
     @classmethod
@@ -60,5 +61,6 @@ class Settings:
             webhook_stale_after=float(env.get("RISKAPI_WEBHOOK_STALE_AFTER", cls.webhook_stale_after)),
             webhook_relay_interval=float(env.get("RISKAPI_WEBHOOK_RELAY_INTERVAL", cls.webhook_relay_interval)),
             webhook_worker_threads=int(env.get("RISKAPI_WEBHOOK_WORKER_THREADS", cls.webhook_worker_threads)),
+            webhook_rotation_grace=float(env.get("RISKAPI_WEBHOOK_ROTATION_GRACE", cls.webhook_rotation_grace)),
             cors_origins=_origins(env.get("RISKAPI_CORS_ORIGINS", "")),
         )
