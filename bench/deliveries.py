@@ -34,7 +34,7 @@ import httpx  # noqa: E402
 import models  # noqa: E402
 from jobs import signing, transport  # noqa: E402
 from jobs.broker import EmbeddedRedis  # noqa: E402
-from jobs.delivery import headers  # noqa: E402
+from jobs.delivery import signed_headers  # noqa: E402
 from riskapi import outbox  # noqa: E402
 from riskapi.config import Settings  # noqa: E402
 from tests.conftest import ServerThread, free_port, items, make_tenant  # noqa: E402
@@ -79,7 +79,7 @@ def run_bare_loop(listing: str, url: str, ca_path: str, secret: str) -> None:
     """The bare loop itself: sign and post every body, sequentially."""
     for event, delivery_uuid, webhook_uuid, text in json.loads(Path(listing).read_text()):
         body = text.encode()
-        sent = headers(event, delivery_uuid, webhook_uuid, signing.sign(secret, body))
+        sent = signed_headers(event, delivery_uuid, webhook_uuid, body, [secret])
         result = transport.post(url, body, sent, timeout=5, allow_private=True, ca_bundle=ca_path)
         if not result.ok:
             raise SystemExit(f"bare loop: delivery failed: {result}")
