@@ -84,7 +84,14 @@ def guard(view):
 
 
 def resolve(operation_id: str):
-    """Resolve an operationId to its handler, guarded against writing on a dry-run."""
+    """Resolve an operationId to its handler, guarded against writing on a dry-run.
+
+    Connexion hands over `<x-openapi-router-controller>.<operationId>` (`handlers.drivers.listDrivers`):
+    the camelCase operationId names the module's snake_case function (`list_drivers`).
+    """
     from connexion.utils import get_function_from_name
 
-    return guard(get_function_from_name(operation_id))
+    from riskapi.spec import snake_case
+
+    module, _, name = operation_id.rpartition(".")
+    return guard(get_function_from_name(f"{module}.{snake_case(name)}" if module else snake_case(name)))

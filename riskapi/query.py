@@ -2,6 +2,7 @@
 
 import datetime
 
+import flask
 import peewee
 
 from riskapi import spec
@@ -44,7 +45,7 @@ class ListSpec:
 
     def __init__(self, operation_id: str, model):
         self.model = model
-        self.filters = spec.parameter(operation_id, "filter")["schema"]["properties"]
+        self.filters = spec.filters(operation_id)
         sort_schema = spec.parameter(operation_id, "sort")["schema"]
         self.sorts = {name.lstrip("-") for name in sort_schema["items"]["enum"]}
         self.default_sort = list(sort_schema.get("default", ["number"]))
@@ -79,10 +80,15 @@ class ListSpec:
         """Name the ordering so a cursor cannot be replayed on another one."""
         return self.signature + ":" + ",".join(sort or self.default_sort)
 
-    def apply(self, query, risk_id: int, filters: dict | None):
-        """Return the query narrowed by every filter."""
+    def requested(self) -> dict:
+        """Return {name: value} of the request's `filter[<name>]` parameters; of repeats the last wins, as validated."""
+        args = flask.request.args
+        return {name: args.getlist(f"filter[{name}]")[-1] for name in self.filters if f"filter[{name}]" in args}
+
+    def apply(self, query, risk_id: int, filters: dict | None = None):
+        """Return the query narrowed by every filter (the request's own when none are given)."""
         errors = {}
-        for name, value in (filters or {}).items():
+        for name, value in (self.requested() if filters is None else filters).items():
             definition = self.filters[name]
             try:
                 query = query.where(self._clause(name, definition, value, risk_id))

@@ -1,14 +1,19 @@
 """Connexion validators that report every error at once, keyed as Laravel keys them."""
 
+import re
+
 import orjson
 from connexion.validators import AbstractRequestBodyValidator
 from connexion.validators.parameter import ParameterValidator
 
 from riskapi import spec
 from riskapi.errors import ApiError, ValidationFailed
-from riskapi.validation import SchemaValidator
+from riskapi.spec import FILTER_PARAMETER
+from riskapi.validation import SchemaValidator, attribute
 
 _compiled: dict = {}
+# Any `filter[...]` key of a query string, the empty name included (to name it as not allowed).
+_ANY_FILTER = re.compile(r"^filter\[([^\[\]]*)\]$")
 
 
 def compiled(schema: dict) -> SchemaValidator:
@@ -31,7 +36,7 @@ def _too_deep(body, limit: int) -> dict:
     orjson reads 1,024 levels but writes only 254, and deep values cost every later reader.
     """
     level = [("", body)]
-    for depth in range(limit + 1):
+    for _depth in range(limit + 1):
         deeper = []
         for path, value in level:
             children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
@@ -94,16 +99,43 @@ class ParamValidator(ParameterValidator):
             value = request.path_params.get(param["name"])
             if value is not None and compiled(param["schema"]).errors(value):
                 raise ApiError(404, "Not found.")
+        filters = [m.group(1) for p in self.parameters.get("query", []) if (m := FILTER_PARAMETER.match(p["name"]))]
         for param in self.parameters.get("query", []):
+            if filters and param["name"] == f"filter[{filters[0]}]":
+                self._check_filter_names(request, filters, errors)
             value = request.query_params.get(param["name"])
             if value is not None:
                 self._check_query(param, value, errors)
+        self._check_undeclared(request, bool(filters), errors)
         for param in self.parameters.get("header", []):
             value = request.headers.get(param["name"])
             if value is not None:
                 errors.update(compiled(param["schema"]).errors(value, param["name"]))
         if errors:
             raise ValidationFailed(errors, selectable=False)
+
+    def _check_undeclared(self, request, has_filters: bool, errors: dict) -> None:
+        """Refuse query parameters the operation does not declare: a misspelt one must never be ignored silently."""
+        declared = {param["name"] for param in self.parameters.get("query", [])}
+        for key, value in request.query_params.items():
+            if key in declared or (has_filters and (key == "filter" or _ANY_FILTER.match(key))):
+                continue
+            if key in {"sort", "include"}:
+                values = value if isinstance(value, list) else [value]
+                errors[key] = [_names_error(key, [v for item in values for v in str(item).split(",")], [])]
+            else:
+                errors[key] = [f"The {attribute(key)} field is prohibited."]
+
+    @staticmethod
+    def _check_filter_names(request, allowed: list, errors: dict) -> None:
+        """Name the `filter[<name>]` parameters a list does not declare, in spatie's words."""
+        if "filter" in request.query_params:
+            errors["filter"] = ["The filter field must be an object."]
+            return
+        names = [m.group(1) for key in request.query_params if (m := _ANY_FILTER.match(key))]
+        offending = [name for name in names if name not in allowed]
+        if offending:
+            errors["filter"] = [_names_error("filter", offending, allowed)]
 
     @staticmethod
     def _check_query(param, value, errors):

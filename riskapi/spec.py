@@ -9,6 +9,9 @@ from connexion.json_schema import ExtendedSafeLoader, resolve_refs
 
 SPEC_PATH = pathlib.Path(__file__).resolve().parent.parent / "spec" / "openapi.yaml"
 
+# A list's filters are query parameters named `filter[<name>]` (spatie's form, sent as is by generated clients).
+FILTER_PARAMETER = re.compile(r"^filter\[([^\[\]]+)\]$")
+
 
 @functools.lru_cache(maxsize=1)
 def raw() -> dict:
@@ -28,23 +31,59 @@ def schema(name: str) -> dict:
     return resolved()["components"]["schemas"][name]
 
 
+def snake_case(name: str) -> str:
+    """Turn a camelCase operationId into the snake_case name of its handler function (`listDrivers` -> `list_drivers`)."""
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
+def handler_name(op: dict) -> str:
+    """Return the dotted name of the function an operation resolves to (`handlers.drivers.list_drivers`)."""
+    controller = op.get("x-openapi-router-controller")
+    name = op["operationId"]
+    return f"{controller}.{snake_case(name)}" if controller else name
+
+
 def operation(operation_id: str) -> tuple[str, str, dict]:
-    """Return (path, method, resolved operation) of an operationId."""
+    """Return (path, method, resolved operation) of an operationId, or of its handler's dotted name."""
     for path, item in resolved()["paths"].items():
         for method, op in item.items():
-            if isinstance(op, dict) and op.get("operationId") == operation_id:
+            if isinstance(op, dict) and operation_id in (op.get("operationId"), op.get("operationId") and handler_name(op)):
                 return path, method, op
     raise KeyError(operation_id)
 
 
-def parameter(operation_id: str, name: str) -> dict:
-    """Return the resolved parameter of an operation."""
+def parameters(operation_id: str) -> list[dict]:
+    """Return the resolved parameters of an operation: its own, then its path's (each name once)."""
     path, _, op = operation(operation_id)
     shared = resolved()["paths"][path].get("parameters", [])
+    seen, found = set(), []
     for param in list(op.get("parameters", [])) + list(shared):
+        key = (param["in"], param["name"])
+        if key not in seen:
+            seen.add(key)
+            found.append(param)
+    return found
+
+
+def parameter(operation_id: str, name: str) -> dict:
+    """Return the resolved parameter of an operation."""
+    for param in parameters(operation_id):
         if param["name"] == name:
             return param
     raise KeyError(name)
+
+
+def filters(operation_id: str) -> dict:
+    """Return {filter name: schema} of a list operation, in the spec's order; `x-search` is read from the parameter."""
+    found = {}
+    for param in parameters(operation_id):
+        match = FILTER_PARAMETER.match(param["name"])
+        if param["in"] == "query" and match:
+            definition = dict(param["schema"])
+            if "x-search" in param:
+                definition["x-search"] = param["x-search"]
+            found[match.group(1)] = definition
+    return found
 
 
 def data_fields(name: str) -> tuple[str, ...]:
