@@ -3,6 +3,7 @@
 import re
 
 import orjson
+from starlette.datastructures import Headers
 from connexion.validators import AbstractRequestBodyValidator
 from connexion.validators.parameter import ParameterValidator
 
@@ -68,6 +69,9 @@ class BodyValidator(AbstractRequestBodyValidator):
             except orjson.JSONDecodeError as exc:
                 raise ApiError(400, f"The request body is not valid JSON: {exc}.") from None
             errors = _too_deep(body, spec.raw()["x-max-depth"]) or compiled(self._schema).errors(body)
+        deferred = scope.get("extensions", {}).get("connexion_context", {}).get("parameter_errors")
+        if deferred:
+            raise ValidationFailed({**deferred, **errors})
         stash(scope, body=body, body_errors=errors)
         return self._insert_messages(receive, messages=iter(messages)), scope
 
@@ -92,6 +96,16 @@ class ParamValidator(ParameterValidator):
                 seen.add(key)
                 unique.append(param)
         super().__init__(unique, uri_parser, strict_validation, security_query_params)
+
+    def validate(self, scope):
+        """Validate the parameters; when a JSON body follows, leave their errors to be reported with its errors."""
+        try:
+            super().validate(scope)
+        except ValidationFailed as exc:
+            content_type = Headers(scope=scope).get("content-type", "application/json")
+            if not (self.uri_parser._body_schema and "json" in content_type.lower()):
+                raise
+            stash(scope, parameter_errors=exc.errors)
 
     def validate_request(self, request):
         errors: dict = {}
@@ -122,7 +136,9 @@ class ParamValidator(ParameterValidator):
                 continue
             if key in {"sort", "include"}:
                 values = value if isinstance(value, list) else [value]
-                errors[key] = [_names_error(key, [v for item in values for v in str(item).split(",")], [])]
+                names = [v for item in values for v in str(item).split(",") if v != ""]
+                if names:  # `include=` names nothing: nothing to refuse
+                    errors[key] = [_names_error(key, names, [])]
             else:
                 errors[key] = [f"The {attribute(key)} field is prohibited."]
 
@@ -142,12 +158,13 @@ class ParamValidator(ParameterValidator):
         name, schema = param["name"], param["schema"]
         if schema.get("type") == "array" and "enum" in schema.get("items", {}):
             allowed = schema["items"]["enum"]
-            values = value if isinstance(value, list) else [value]
+            # `include=` names nothing, as spatie reads it: no error, no relation.
+            values = [v for v in (value if isinstance(value, list) else [value]) if v != ""]
             offending = [v for v in values if v not in allowed]
             if offending:
                 shown = [a for a in allowed if not str(a).startswith("-")]
                 errors[name] = [_names_error(name, [str(v) for v in offending], shown)]
-                return
+            return
         if schema.get("type") == "object" and isinstance(value, dict):
             allowed = list(schema.get("properties", {}))
             offending = [k for k in value if k not in allowed]
