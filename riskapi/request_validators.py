@@ -3,9 +3,9 @@
 import re
 
 import orjson
-from starlette.datastructures import Headers
 from connexion.validators import AbstractRequestBodyValidator
 from connexion.validators.parameter import ParameterValidator
+from starlette.datastructures import Headers
 
 from riskapi import spec
 from riskapi.errors import ApiError, ValidationFailed
