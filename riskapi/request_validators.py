@@ -159,7 +159,9 @@ class ParamValidator(ParameterValidator):
         if schema.get("type") == "array" and "enum" in schema.get("items", {}):
             allowed = schema["items"]["enum"]
             # `include=` names nothing, as spatie reads it: no error, no relation.
-            values = [v for v in (value if isinstance(value, list) else [value]) if v != ""]
+            values = value if isinstance(value, list) else [value]
+            if name == "include":  # the spec lets `include=` be empty; `sort=` must name a sort
+                values = [v for v in values if v != ""]
             offending = [v for v in values if v not in allowed]
             if offending:
                 shown = [a for a in allowed if not str(a).startswith("-")]
