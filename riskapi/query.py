@@ -57,7 +57,7 @@ class ListSpec:
 
     def keys(self, sort: list | None) -> list[Key]:
         """Return the ordering keys of a sort, ended by the unique id."""
-        names = [name for name in sort or () if name] or self.default_sort  # `sort=` names nothing
+        names = sort or self.default_sort
         keys, seen = [], set()
         for name in names:
             bare = name.lstrip("-")
@@ -78,7 +78,7 @@ class ListSpec:
 
     def signature_of(self, sort: list | None) -> str:
         """Name the ordering so a cursor cannot be replayed on another one."""
-        return self.signature + ":" + ",".join([name for name in sort or () if name] or self.default_sort)
+        return self.signature + ":" + ",".join(sort or self.default_sort)
 
     def requested(self) -> dict:
         """Return {name: value} of the request's `filter[<name>]` parameters; of repeats the last wins, as validated."""
