@@ -7,9 +7,8 @@ import flask
 import models
 from handlers import common
 from handlers.webhooks import webhook_of
-from models import utcnow
-from models.webhooks import PENDING, Attempt, Delivery, Event
-from riskapi import query
+from models.webhooks import FAILED, PENDING, Attempt, Delivery, Event
+from riskapi import bulk, query
 from riskapi.errors import ApiError
 from riskapi.pagination import Paginator, envelope
 from riskapi.render import timestamp
@@ -79,10 +78,33 @@ def redeliver(user, webhook, delivery):
             raise ApiError(404, "Delivery not found.")
         if hook.disabled is not None:
             raise ApiError(409, "The webhook is disabled; re-enable it first.")
-        now = utcnow()
-        Delivery.update(status=PENDING, tries=0, next_attempt=now, relayed=None, locked_until=None, updated=now).where(
-            Delivery.id == found.id
-        ).execute()
+        Delivery.requeue(Delivery.id == found.id)
         row = _select().where(Delivery.id == found.id).dicts().get()
         attempts = _attempts([found.id])[found.id]
     return common.respond(202, {"data": render(row, attempts)})
+
+
+def recover_deliveries(user, webhook):
+    """Queue a new round of attempts for every failed delivery of a webhook created in a window."""
+    payload, errors = common.body()
+    bulk.fail_if(errors)
+    since = query.moment(payload["since"], Delivery.created, upper=False)
+    until = query.moment(payload["until"], Delivery.created, upper=False) if payload.get("until") else None
+    if until is not None and until <= since:
+        bulk.fail_if(bulk.Errors({"until": ["The until field must be a date after since."]}))
+    with models.atomic():
+        hook = webhook_of(user, webhook)
+        if hook.disabled is not None:
+            raise ApiError(409, "The webhook is disabled; re-enable it first.")
+        window = (Delivery.webhook == hook.id) & (Delivery.status == FAILED) & (Delivery.created >= since)
+        if until is not None:
+            window &= Delivery.created < until
+        count = Delivery.requeue(window)
+    recovery = {
+        "object": "recovery",
+        "webhook": str(hook.uuid),
+        "since": timestamp(since),
+        "until": timestamp(until) if until is not None else None,
+        "deliveries": count,
+    }
+    return common.respond(202, {"data": recovery})

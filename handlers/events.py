@@ -1,8 +1,10 @@
-"""Events published by the platform's other services (forms, e-signatures) for their agency."""
+"""Events published by the platform's other services (forms, e-signatures) for their agency; the event types."""
+
+import flask
 
 import models
 from handlers import common
-from riskapi import bulk, outbox
+from riskapi import bulk, outbox, spec
 
 
 def publish_event(user):
@@ -12,3 +14,17 @@ def publish_event(user):
     with models.atomic():
         accepted = outbox.record(user, payload["event"], [payload["data"]], keep=True)[0]
     return common.respond(202, accepted)
+
+
+def list_event_types(user, filter=None):
+    """List the events a webhook can subscribe to, each with its payload schema, as the spec states them."""
+    # Like every list's filters, read from the query string (Connexion cannot pass `filter[name]` by name).
+    names = flask.request.args.getlist("filter[name]")
+    wanted = set(names[-1].split(",")) - {""} if names else set()
+    described = spec.schema("EventName")["x-event-types"]
+    types = []
+    for name in spec.schema("EventName")["enum"]:
+        if not wanted or name in wanted:
+            entry = described[name]
+            types.append({"object": "event_type", "name": name, "description": entry["description"], "schema": entry["payload"]})
+    return common.respond(200, {"data": types})

@@ -2,7 +2,7 @@
 
 import peewee
 
-from models import BaseModel, PublicModel
+from models import BaseModel, PublicModel, utcnow
 from models.tenancy import Agency
 
 # Every event the service knows; the spec's EventName enum lists the same names.
@@ -91,6 +91,13 @@ class Delivery(BaseModel):
             (("webhook", "created"), False),
             (("status", "next_attempt"), False),
         )
+
+    @classmethod
+    def requeue(cls, where) -> int:
+        """Start a new round of attempts (same uuid, same event) for the deliveries selected; return how many."""
+        now = utcnow()
+        changes = {"status": PENDING, "tries": 0, "next_attempt": now, "relayed": None, "locked_until": None, "updated": now}
+        return cls.update(**changes).where(where).execute()
 
 
 class Attempt(BaseModel):

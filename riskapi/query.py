@@ -17,7 +17,7 @@ def _contains(field, text: str):
     return peewee.Expression(peewee.fn.LOWER(field), peewee.OP.ILIKE, pattern)
 
 
-def _moment(text: str, field, upper: bool):
+def moment(text: str, field, upper: bool):
     """Parse a range bound for a date or timestamp column; an upper date bound covers its whole day.
 
     A bound past the ends of Python's datetime (9999-12-31 plus a day, or an offset that crosses
@@ -29,14 +29,14 @@ def _moment(text: str, field, upper: bool):
             if upper:
                 return day + datetime.timedelta(days=1) if day.date() < datetime.date.max else datetime.datetime.max
             return day
-        moment = datetime.datetime.fromisoformat(text.replace(" ", "T", 1))
-        if moment.tzinfo is not None:
+        value = datetime.datetime.fromisoformat(text.replace(" ", "T", 1))
+        if value.tzinfo is not None:
             try:
-                moment = moment.astimezone(datetime.UTC).replace(tzinfo=None)
+                value = value.astimezone(datetime.UTC).replace(tzinfo=None)
             except OverflowError:
                 # A negative offset pushes past 9999, a positive one before year 1.
-                return datetime.datetime.max if moment.utcoffset() < datetime.timedelta(0) else datetime.datetime.min
-        return moment
+                return datetime.datetime.max if value.utcoffset() < datetime.timedelta(0) else datetime.datetime.min
+        return value
     return datetime.date.fromisoformat(text)
 
 
@@ -132,10 +132,10 @@ class ListSpec:
         low, _, high = value.partition(",")
         clause = peewee.SQL("1 = 1")
         if low:
-            clause &= field >= _moment(low, field, False)
+            clause &= field >= moment(low, field, False)
         if high:
-            moment = _moment(high, field, True)
-            clause &= (field < moment) if isinstance(field, peewee.DateTimeField) and len(high) == 10 else (field <= moment)
+            bound = moment(high, field, True)
+            clause &= (field < bound) if isinstance(field, peewee.DateTimeField) and len(high) == 10 else (field <= bound)
         return clause
 
 

@@ -221,3 +221,31 @@ def test_record_writes_in_bulk_for_a_thousand_objects(client, tenant):
     assert len(inserts) <= 8
     with models.db.connection_context():
         assert Delivery.select().join(Event).where(Event.uuid.in_([w["id"] for w in written])).count() == 2000
+
+
+def test_event_types_list_every_event_with_its_payload_schema_from_the_spec(client, tenant):
+    from riskapi import spec
+    from riskapi.validation import SchemaValidator
+
+    response = client.get("/event-types", headers=tenant.headers)
+    assert response.status_code == 200, response.text
+    types = response.json()["data"]
+    assert [t["name"] for t in types] == spec.schema("EventName")["enum"]
+    assert all(t["object"] == "event_type" and t["description"] for t in types)
+    by_name = {t["name"]: t for t in types}
+    # The schema is the one deliveries carry: a real driver.created payload validates, a deleted one does not.
+    created = client.post(tenant.url("/drivers"), json=items("driver", {"first_name": "Ann"}), headers=tenant.headers).json()
+    payload = {**created["data"][0], "risk": tenant.risk}
+    assert SchemaValidator(by_name["driver.created"]["schema"]).errors(payload) == {}
+    assert SchemaValidator(by_name["driver.deleted"]["schema"]).errors(payload) != {}
+    assert SchemaValidator(by_name["driver.deleted"]["schema"]).errors(
+        {"object": "driver", "uuid": created["data"][0]["uuid"], "profile_type": "commercial", "risk": tenant.risk}
+    ) == {}
+    assert by_name["webhook.ping"]["schema"]["required"] == ["object", "uuid"]
+
+
+def test_event_types_filter_by_name_and_refuse_unknown_names(client, tenant):
+    response = client.get("/event-types", params={"filter[name]": "webhook.ping,form.completed"}, headers=tenant.headers)
+    assert [t["name"] for t in response.json()["data"]] == ["form.completed", "webhook.ping"]
+    assert client.get("/event-types", params={"filter[name]": "driver.sold"}, headers=tenant.headers).status_code == 422
+    assert client.get("/event-types").status_code == 401

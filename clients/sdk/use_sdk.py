@@ -16,7 +16,7 @@ from uuid import UUID
 from riskapi_client import AuthenticatedClient
 from riskapi_client.api.buildings import create_buildings, list_buildings
 from riskapi_client.api.drivers import create_drivers, list_drivers
-from riskapi_client.api.events import publish_event
+from riskapi_client.api.events import list_event_types, publish_event
 from riskapi_client.api.premises import create_premises, list_premises
 from riskapi_client.api.risk_data import delete_risk_data, override_risk_data, update_risk_data
 from riskapi_client.api.vehicles import create_vehicles, list_vehicles
@@ -26,6 +26,7 @@ from riskapi_client.api.webhooks import (
     list_deliveries,
     list_webhooks,
     ping_webhook,
+    recover_deliveries,
     redeliver,
     rotate_secret,
     update_webhooks,
@@ -66,6 +67,7 @@ from riskapi_client.models import (
     DriverUpdateItemObject,
     EventAccepted,
     EventName,
+    EventTypeList,
     ListDeliveriesSortItem,
     ListDriversSortItem,
     ListWebhooksFilterisDisabled,
@@ -90,6 +92,7 @@ from riskapi_client.models import (
     PublishEvent,
     PublishEventData,
     PublishEventEvent,
+    RecoveryItem,
     StateCode,
     UpdatedObject,
     UpdatedObjectList,
@@ -112,6 +115,7 @@ from riskapi_client.models import (
     WebhookDeleteDataItemObject,
     WebhookList,
     WebhookPage,
+    WebhookRecover,
     WebhookType,
     WebhookUpdate,
     WebhookUpdateData,
@@ -539,6 +543,21 @@ def webhooks_after(s: Session, hooks: dict) -> None:
     check("listDeliveries sort=created: oldest first", oldest.data.event == EventName.DRIVER_CREATED)
     again = redeliver.sync_detailed(str(crm.uuid), str(ping.delivery), client=s.client).parsed
     check("redeliver: 202, the same delivery pending again", isinstance(again, DeliveryItem) and again.data.uuid == ping.delivery)
+
+    recovered = recover_deliveries.sync_detailed(
+        str(crm.uuid), client=s.client, body=WebhookRecover(since=datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC))
+    ).parsed
+    check(
+        "recoverDeliveries: 202, typed RecoveryItem, nothing failed to recover",
+        isinstance(recovered, RecoveryItem) and recovered.data.deliveries == 0 and recovered.data.webhook == crm.uuid,
+    )
+    types = list_event_types.sync_detailed(client=s.client, filtername="driver.created,webhook.ping").parsed
+    check(
+        "listEventTypes filter[name]: typed EventTypeList with payload schemas",
+        isinstance(types, EventTypeList)
+        and [t.name for t in types.data] == [EventName.DRIVER_CREATED, EventName.WEBHOOK_PING]
+        and all(t.description and t.schema for t in types.data),
+    )
 
     deleted = delete_webhooks.sync_detailed(
         client=s.client,

@@ -1,0 +1,68 @@
+"""POST /webhooks/{webhook}/recover: every failed delivery of a window starts a new round, nothing else does."""
+
+import time
+
+from tests.conftest import make_webhook
+from tests.test_deliveries import add_driver, deliveries, settled
+from tests.webhook_support import wait_until
+
+
+def recover(client, tenant, hook, headers=None, **body):
+    return client.post(f"/webhooks/{hook['uuid']}/recover", json=body, headers={**tenant.headers, **(headers or {})})
+
+
+def test_recover_queues_the_failed_deliveries_of_the_window_again(client, tenant, other_tenant, receiver, start_worker):
+    failing = {"on": True}
+    receiver.responses = lambda request: 500 if failing["on"] else 200
+    start_worker(retry_delays="")
+    hook = make_webhook(client, tenant, url=receiver.url)
+    for name in ("one", "two", "three"):
+        add_driver(client, tenant, first_name=name)
+        time.sleep(0.05)  # distinct creation times
+    log = settled(client, tenant, hook, 3)  # newest first
+    assert [d["data"]["status"] for d in log] == ["failed"] * 3
+    since = log[1]["meta"]["created"]
+
+    assert recover(client, other_tenant, hook, since=since).status_code == 404
+    dry = recover(client, tenant, hook, headers={"Precognition": "true"}, since=since)
+    assert dry.status_code == 204 and not dry.content
+    assert [d["data"]["status"] for d in deliveries(client, tenant, hook)] == ["failed"] * 3
+    refused = recover(client, tenant, hook, since=since, until=since)
+    assert refused.status_code == 422 and list(refused.json()["errors"]) == ["until"]
+    assert recover(client, tenant, hook, since="yesterday").status_code == 422
+
+    failing["on"] = False
+    response = recover(client, tenant, hook, since=since)
+    assert response.status_code == 202, response.text
+    assert response.json()["data"] == {
+        "object": "recovery", "webhook": hook["uuid"], "since": since, "until": None, "deliveries": 2,
+    }
+    assert receiver.wait_for(5, timeout=10)
+    log = settled(client, tenant, hook, 3)
+    assert [d["data"]["status"] for d in log] == ["succeeded", "succeeded", "failed"]
+    assert [[a["status"] for a in d["data"]["attempts"]] for d in log] == [[500, 200], [500, 200], [500]]
+    # The recovered deliveries kept their ids: the receiver saw each id twice, the oldest once.
+    ids = [r.headers["service-delivery"] for r in receiver.requests]
+    assert sorted(ids.count(d["uuid"]) for d in log) == [1, 2, 2]
+    # A window that ends before the oldest delivery finds nothing.
+    early = recover(client, tenant, hook, since="2000-01-01T00:00:00Z", until=log[2]["meta"]["created"])
+    assert early.status_code == 202 and early.json()["data"]["deliveries"] == 0
+
+
+def test_re_enabling_a_webhook_resends_nothing_and_recover_refuses_a_disabled_one(client, tenant, receiver, start_worker):
+    receiver.responses = lambda request: 500
+    start_worker(retry_delays="")
+    hook = make_webhook(client, tenant, url=receiver.url)
+    add_driver(client, tenant)
+    settled(client, tenant, hook, 1)
+    toggle = {"data": [{"object": "webhook", "uuid": hook["uuid"], "data": {"disabled": True}}]}
+    assert client.patch("/webhooks", json=toggle, headers=tenant.headers).status_code == 200
+    assert recover(client, tenant, hook, since="2000-01-01T00:00:00Z").status_code == 409
+    toggle["data"][0]["data"]["disabled"] = None
+    assert client.patch("/webhooks", json=toggle, headers=tenant.headers).status_code == 200
+    time.sleep(1.5)
+    assert len(receiver.requests) == 1
+    assert [d["data"]["status"] for d in deliveries(client, tenant, hook)] == ["failed"]
+    # recover is how: the failed delivery goes out again.
+    assert recover(client, tenant, hook, since="2000-01-01T00:00:00Z").json()["data"]["deliveries"] == 1
+    assert wait_until(lambda: len(receiver.requests) == 2, timeout=10)
