@@ -2,6 +2,7 @@
 
     python3 dev.py serve   -> tox -e serve (the service on the embedded defaults)
     python3 dev.py test    -> tox          (tests, lint, spec check, fuzzing)
+    python3 dev.py riskapi ARGS -> the `riskapi` command line (e.g. `agency create --name Acme`)
 
 Extra arguments go to tox, e.g. `python3 dev.py test -e postgres`.
 """
@@ -28,11 +29,14 @@ def tox_python() -> pathlib.Path:
 
 def main(argv: list[str]) -> int:
     """Run tox for a command."""
-    if not argv or argv[0] not in {"serve", "test"}:
+    if not argv or argv[0] not in {"serve", "test", "riskapi"}:
         print(__doc__)
         return 2
     rest = argv[1:]
-    if argv[0] == "serve":
+    if argv[0] == "riskapi":
+        # Quiet: only the command's own output (its JSON) reaches the terminal.
+        args = ["-qq", "-e", "cli", "--", *rest]
+    elif argv[0] == "serve":
         # `dev.py serve --port 9000` and `dev.py serve -- --port 9000` both reach `riskapi serve`.
         args = ["-e", "serve", "--", *(rest[1:] if rest[:1] == ["--"] else rest)]
     else:

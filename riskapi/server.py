@@ -36,10 +36,16 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> None:
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     models.bind(settings.database_url)
     models.upgrade()
+    embedded = None
+    if not settings.redis_url:
+        # Known before it starts: the API processes read it from the environment (readyz checks it).
+        embedded = EmbeddedRedis()
+        os.environ["REDIS_URL"] = embedded.url
+    _greet(host, port)
     # uvicorn re-raises the SIGTERM it handled once it has shut down: make that unwind through `finally`
     # (as SIGINT's KeyboardInterrupt does) instead of killing the process with its children left behind.
     signal.signal(signal.SIGTERM, _exit_on_signal)
-    supervisor = Supervisor(settings)
+    supervisor = Supervisor(settings, embedded)
     supervisor.start()
     try:
         uvicorn.run(
@@ -53,6 +59,24 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> None:
         )
     finally:
         supervisor.stop()
+
+
+def _greet(host: str, port: int) -> None:
+    """Say where the API listens, and how to make a first tenant when there is none."""
+    from models.tenancy import Agency
+
+    base = f"http://{host}:{port}/api/v1"
+    print(f"riskapi: serving {base} (docs: {base}/docs/, spec: {base}/openapi.yaml)", flush=True)
+    with models.db.connection_context():
+        empty = not Agency.select().exists()
+    if empty:
+        print(
+            "riskapi: no agency yet; make one, its token and a risk profile with\n"
+            '  python3 dev.py riskapi agency create --name "Acme Insurance"\n'
+            "  python3 dev.py riskapi token create --agency AGENCY_UUID\n"
+            "  python3 dev.py riskapi risk create --agency AGENCY_UUID --type commercial",
+            flush=True,
+        )
 
 
 def _exit_on_signal(signum, frame):
@@ -111,8 +135,9 @@ class Supervisor:
     follows the thread that forked a child, so that thread must outlive every child it starts.
     """
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, embedded: EmbeddedRedis | None = None):
         self.settings = settings
+        self.embedded = embedded
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="supervisor", daemon=True)
         self.children: list[Child] = []
@@ -127,11 +152,10 @@ class Supervisor:
         self.thread.join()
 
     def _run(self) -> None:
-        embedded = None
+        embedded = self.embedded
         try:
             redis_url = self.settings.redis_url
-            if not redis_url:
-                embedded = EmbeddedRedis()
+            if embedded is not None:
                 redis_url = embedded.url
                 self.children.append(Child("embedded Redis", lambda: embedded.start().process, lambda _: embedded.stop()))
             env = dict(os.environ, REDIS_URL=redis_url, DATABASE_URL=self.settings.database_url)

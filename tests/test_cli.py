@@ -44,3 +44,43 @@ def test_agency_token_risk_then_the_token_works(tmp_path):
             assert response.status_code == 200 and response.json()["data"] == []
     finally:
         models.bind(os.environ["DATABASE_URL"])
+
+
+def test_serve_says_where_it_listens_how_to_make_a_tenant_and_is_ready_with_its_embedded_redis(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    from tests.conftest import free_port
+    from tests.webhook_support import wait_until
+
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    env.update(DATABASE_URL=f"sqlite:///{tmp_path}/first.db")  # warnings as a user's terminal shows them
+    port = free_port()
+    command = [sys.executable, "-m", "riskapi.cli", "serve", "--port", str(port)]
+    serve = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+
+        def ready():
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/api/v1/readyz", timeout=5).json()
+            except (httpx.TransportError, ValueError):
+                return None
+
+        assert wait_until(lambda: (ready() or {}).get("status") == "ok", timeout=30)
+        assert ready()["checks"] == {"database": "ok", "redis": "ok"}  # the embedded Redis, known to the API
+        serve.send_signal(signal.SIGTERM)
+        output = serve.communicate(timeout=30)[0].decode()
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()
+    lines = output.splitlines()
+    base = f"http://127.0.0.1:{port}/api/v1"
+    assert lines[0] == f"riskapi: serving {base} (docs: {base}/docs/, spec: {base}/openapi.yaml)"
+    assert lines[1] == "riskapi: no agency yet; make one, its token and a risk profile with"
+    assert 'python3 dev.py riskapi agency create --name "Acme Insurance"' in output
+    assert "Warning" not in output and "Traceback" not in output, output

@@ -26,6 +26,8 @@ BASE = "https://riskapi.example.com/api/v1"
 
 # The story, in order; a list example was taken with this query string.
 STORY = {
+    "healthz": "",
+    "readyz": "",
     "createPremises": "",
     "createBuildings": "",
     "createVehicles": "",
@@ -158,7 +160,7 @@ def compare(expected, actual, uuids: Uuids, where: str) -> None:
         assert actual == expected and type(actual) is type(expected), f"{where}: {actual!r} vs {expected!r}"
 
 
-def test_story_replays_every_example(server, client, tenant):
+def test_story_replays_every_example(server, client, tenant, settings):
     uuids = Uuids()
     uuids.bind(OPERATIONS["listDrivers"][3][0]["example"], tenant.risk, "the risk profile")
     for op_id, query in STORY.items():
@@ -173,6 +175,9 @@ def test_story_replays_every_example(server, client, tenant):
         status = success_status(op)
         assert str(response.status_code) == status, f"{op_id}: {response.status_code} {response.text}"
         expected = one_example(op["responses"][status]["content"]["application/json"])
+        if op_id == "readyz" and not settings.redis_url:
+            # The example shows a host with REDIS_URL; this test server may run without one.
+            expected = {**expected, "checks": {**expected["checks"], "redis": "unconfigured"}}
         actual = spec_json(response.text, server.url)
         compare(expected, actual, uuids, op_id)
 
