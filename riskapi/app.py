@@ -12,7 +12,7 @@ from connexion.validators import FormDataValidator, MultiPartFormDataValidator
 from starlette.middleware.cors import CORSMiddleware
 
 import models
-from riskapi import errors, precognition
+from riskapi import errors, logs, precognition
 from riskapi.config import Settings
 from riskapi.docs import SpecMiddleware
 from riskapi.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
@@ -62,6 +62,9 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
     )
     app.add_middleware(RoutedOnlyMiddleware, position=MiddlewarePosition.BEFORE_SECURITY)
     app.add_middleware(SpecMiddleware, position=MiddlewarePosition.BEFORE_SWAGGER)
+    if settings.access_log:
+        logs.configure(settings.log_format)
+    app.add_middleware(logs.AccessLogMiddleware, position=MiddlewarePosition.BEFORE_EXCEPTION)
     if settings.cors_origins:
         # Outside the ExceptionMiddleware: error responses (401, 404, 422, 503...) carry the CORS
         # headers too, and preflights are answered before the body checks, routing and security.

@@ -37,8 +37,13 @@ class Settings:
     webhook_stale_after: float = 30.0
     webhook_relay_interval: float = 0.05
     webhook_worker_threads: int = 4
+    webhook_in_flight: int = 256
+    webhook_per_webhook: int = 4
+    webhook_slow_for: float = 60.0
     webhook_rotation_grace: float = 86400.0
     cors_origins: tuple[str, ...] = ()
+    log_format: str = "text"
+    access_log: bool = True
 
     @classmethod
     def from_env(cls, environ=None) -> "Settings":
@@ -61,6 +66,11 @@ class Settings:
             webhook_stale_after=float(env.get("RISKAPI_WEBHOOK_STALE_AFTER", cls.webhook_stale_after)),
             webhook_relay_interval=float(env.get("RISKAPI_WEBHOOK_RELAY_INTERVAL", cls.webhook_relay_interval)),
             webhook_worker_threads=int(env.get("RISKAPI_WEBHOOK_WORKER_THREADS", cls.webhook_worker_threads)),
+            webhook_in_flight=int(env.get("RISKAPI_WEBHOOK_IN_FLIGHT", cls.webhook_in_flight)),
+            webhook_per_webhook=int(env.get("RISKAPI_WEBHOOK_PER_WEBHOOK", cls.webhook_per_webhook)),
+            webhook_slow_for=float(env.get("RISKAPI_WEBHOOK_SLOW_FOR", cls.webhook_slow_for)),
             webhook_rotation_grace=float(env.get("RISKAPI_WEBHOOK_ROTATION_GRACE", cls.webhook_rotation_grace)),
             cors_origins=_origins(env.get("RISKAPI_CORS_ORIGINS", "")),
+            log_format=env.get("RISKAPI_LOG_FORMAT", cls.log_format).strip().lower(),
+            access_log=_bool(env.get("RISKAPI_ACCESS_LOG", "1")),
         )

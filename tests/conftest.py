@@ -17,6 +17,8 @@ from riskapi.config import Settings
 if not os.environ.get("DATABASE_URL"):
     os.environ["DATABASE_URL"] = "sqlite:///" + os.path.join(tempfile.mkdtemp(prefix="riskapi-test-"), "test.db")
 os.environ.setdefault("RISKAPI_VALIDATE_RESPONSES", "1")
+# No request lines on the test run's stderr; tests/test_logs.py reads them through caplog.
+os.environ.setdefault("RISKAPI_ACCESS_LOG", "0")
 
 
 def free_port() -> int:

@@ -1,0 +1,99 @@
+"""One structured line per request, with a request id the caller may give (`X-Request-Id`).
+
+The line carries what an operator correlates on (time, request id, method, route template,
+status, duration, agency) and nothing a caller sent: never a token, a secret, a signature or a body.
+"""
+
+import functools
+import json
+import logging
+import re
+import sys
+import time
+import uuid
+
+from starlette.datastructures import Headers, MutableHeaders
+
+from riskapi import spec
+
+access = logging.getLogger("riskapi.access")
+
+# A caller's id is kept when it is a plain token of reasonable length; anything else is replaced,
+# so a log line can never be forged or flooded through this header.
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class _Json(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z", "level": record.levelname}
+        line.update(getattr(record, "fields", {}) or {"message": record.getMessage()})
+        return json.dumps(line, separators=(",", ":"))
+
+
+class _Text(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, "fields", None)
+        if not fields:
+            return super().format(record)
+        pairs = " ".join(f"{key}={value}" for key, value in fields.items())
+        return f"{self.formatTime(record, '%Y-%m-%dT%H:%M:%S')}Z {record.name} {pairs}"
+
+
+def configure(log_format: str) -> None:
+    """Send request lines to stderr, as JSON (`json`) or readable text (anything else)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Json() if log_format == "json" else _Text("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    logging.Formatter.converter = time.gmtime
+    access.handlers[:] = [handler]
+    access.setLevel(logging.INFO)
+    access.propagate = False
+
+
+@functools.lru_cache(maxsize=256)
+def _route(operation_id: str | None) -> str:
+    """Return the route template of an operation (`/risks/{risk}/data/drivers`), or `-` when none matched."""
+    if not operation_id:
+        return "-"
+    try:
+        # Connexion names an operation `<x-openapi-router-controller>.<operationId>`.
+        return spec.operation(operation_id.rsplit(".", 1)[-1])[0]
+    except KeyError:
+        return "-"
+
+
+class AccessLogMiddleware:
+    """Give every request an id (the caller's `X-Request-Id` or a new one), return it, and log one line."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        given = Headers(scope=scope).get("x-request-id", "")
+        request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+        extensions = scope.setdefault("extensions", {})
+        status = [500]
+
+        async def send_with_id(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+                MutableHeaders(scope=message)["X-Request-Id"] = request_id
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            if access.isEnabledFor(logging.INFO):
+                routing = extensions.get("connexion_routing", {})
+                fields = {
+                    "request_id": request_id,
+                    "method": scope["method"],
+                    "route": _route(routing.get("operation_id")),
+                    "status": status[0],
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                    "agency": extensions.get("connexion_context", {}).get("user") or "-",
+                }
+                access.info("request", extra={"fields": fields})

@@ -1,0 +1,64 @@
+"""One line per request with its request id, route template, status, duration and agency; no secret ever."""
+
+import json
+import logging
+
+import pytest
+
+from riskapi import logs
+from tests.conftest import items
+
+
+@pytest.fixture
+def lines(caplog):
+    """The request lines logged during the test, as dicts of their fields."""
+    caplog.set_level(logging.INFO, logger="riskapi.access")
+    logs.access.propagate = True  # let caplog see them
+
+    def read():
+        return [r.fields for r in caplog.records if r.name == "riskapi.access"]
+
+    yield read
+    logs.access.propagate = False
+
+
+def test_every_request_is_logged_once_with_its_route_status_and_agency(client, tenant, lines):
+    response = client.get(tenant.url("/drivers"), headers={**tenant.headers, "X-Request-Id": "req-42.a"})
+    assert response.headers["X-Request-Id"] == "req-42.a"
+    generated = client.get("/webhooks", headers=tenant.headers).headers["X-Request-Id"]
+    assert len(generated) == 32
+    client.get(tenant.url("/drivers"), headers={**tenant.headers, "X-Request-Id": "bad id;" * 30})
+    assert client.get("/nowhere").status_code == 404
+    found = lines()
+    assert [line["request_id"] for line in found[:2]] == ["req-42.a", generated]
+    assert found[0]["route"] == "/risks/{risk}/data/drivers" and found[0]["method"] == "GET"
+    assert found[0]["status"] == 200 and found[0]["agency"] == tenant.agency.id and found[0]["duration_ms"] >= 0
+    assert found[2]["request_id"] != "bad id;" * 30 and len(found[2]["request_id"]) == 32
+    assert found[3]["route"] == "-" and found[3]["status"] == 404 and found[3]["agency"] == "-"
+
+
+def test_no_token_secret_signature_or_body_reaches_a_log_line(client, tenant, lines, caplog):
+    hook = {"type": "custom", "url": "https://hooks.example.com/secret-path", "events": ["driver.created"]}
+    made = client.post("/webhooks", json=items("webhook", hook), headers=tenant.headers).json()["data"][0]
+    rotated = client.post(f"/webhooks/{made['uuid']}/rotate-secret", headers=tenant.headers).json()["data"][0]
+    client.post(tenant.url("/drivers"), json=items("driver", {"first_name": "Zelda-unique-name"}), headers=tenant.headers)
+    client.get("/webhooks", headers={"Authorization": "Bearer rk_not-a-real-token-xyz"})
+    text = "\n".join(caplog.messages) + "\n".join(json.dumps(line) for line in lines())
+    assert len(lines()) == 4
+    for secret in (tenant.token, "rk_not-a-real-token-xyz", made["meta"]["signing_secret"], rotated["meta"]["signing_secret"]):
+        assert secret not in text
+    assert "Zelda-unique-name" not in text and "secret-path" not in text
+
+
+def test_json_format_is_one_object_per_line(capsys):
+    logs.configure("json")
+    try:
+        logs.access.info("request", extra={"fields": {"request_id": "r1", "status": 200}})
+        line = capsys.readouterr().err.strip()
+        parsed = json.loads(line)
+        assert parsed["request_id"] == "r1" and parsed["status"] == 200 and parsed["time"].endswith("Z")
+        logs.configure("text")
+        logs.access.info("request", extra={"fields": {"request_id": "r2", "status": 201}})
+        assert capsys.readouterr().err.strip().endswith("riskapi.access request_id=r2 status=201")
+    finally:
+        logs.access.handlers.clear()
