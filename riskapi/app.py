@@ -13,7 +13,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 import models
 from riskapi import errors, logs, precognition
-from riskapi.config import Settings
+from riskapi.config import Settings, SettingsError
 from riskapi.docs import SpecMiddleware
 from riskapi.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
 from riskapi.request_validators import BodyValidator, ParamValidator
@@ -104,7 +104,11 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
 @functools.lru_cache(maxsize=1)
 def asgi():
     """Return the app built from the environment (for `uvicorn riskapi.app:asgi --factory`)."""
-    return create_app()
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        raise SystemExit(f"riskapi: {exc}") from None
+    return create_app(settings)
 
 
 def settings() -> Settings:

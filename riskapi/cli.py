@@ -2,11 +2,10 @@
 
 import argparse
 import json
-import os
 import sys
 
 import models
-from riskapi.config import Settings
+from riskapi.config import Settings, SettingsError
 
 
 def _print(obj) -> None:
@@ -94,7 +93,7 @@ def parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help=cmd_serve.__doc__)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--workers", type=int, default=int(os.environ.get("RISKAPI_WORKERS", "1")))
+    serve.add_argument("--workers", type=int, default=None, help="API processes (default: RISKAPI_WORKERS, or 1)")
     serve.set_defaults(func=cmd_serve)
 
     worker = sub.add_parser("worker", help=cmd_worker.__doc__)
@@ -125,9 +124,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> None:
-    """Run the command line."""
+    """Run the command line; a malformed setting stops it with one line naming the variable."""
     args = parser().parse_args(argv)
-    args.func(args, Settings.from_env())
+    try:
+        settings = Settings.from_env()
+        if getattr(args, "workers", 0) is None:
+            args.workers = Settings.read_env().int("RISKAPI_WORKERS", 1, minimum=1)
+    except SettingsError as exc:
+        sys.exit(f"riskapi: {exc}")
+    args.func(args, settings)
 
 
 if __name__ == "__main__":

@@ -4,12 +4,60 @@ import os
 from dataclasses import dataclass, field
 
 
-def _bool(value: str) -> bool:
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+class SettingsError(ValueError):
+    """Raised when an environment variable holds a value its setting cannot take."""
 
 
-def _delays(value: str) -> tuple[float, ...]:
-    return tuple(float(part) for part in value.split(",") if part.strip())
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
+
+
+class _Reader:
+    """Read typed values from an environment; a malformed one raises SettingsError naming its variable."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def _parse(self, name: str, default, parse, expected: str, minimum=None):
+        raw = self.env.get(name)
+        if raw is None:
+            return default
+        try:
+            value = parse(raw.strip())
+        except ValueError:
+            raise SettingsError(f"{name}={raw!r} is not {expected}") from None
+        if minimum is not None and value < minimum:
+            raise SettingsError(f"{name}={raw!r} is below its minimum, {minimum}")
+        return value
+
+    def int(self, name: str, default: int, minimum: int = 0) -> int:
+        return self._parse(name, default, int, "a whole number", minimum)
+
+    def float(self, name: str, default: float, minimum: float = 0.0) -> float:
+        return self._parse(name, default, _finite, "a number of seconds", minimum)
+
+    def bool(self, name: str, default: bool) -> bool:
+        return self._parse(name, default, _boolean, "a boolean (1/0, true/false, yes/no, on/off)")
+
+    def delays(self, name: str, default: tuple) -> tuple[float, ...]:
+        parse = lambda raw: tuple(_finite(p) for p in raw.split(",") if p.strip())  # noqa: E731
+        value = self._parse(name, default, parse, "comma-separated numbers of seconds")
+        if any(delay < 0 for delay in value):
+            raise SettingsError(f"{name}={self.env.get(name)!r} has a negative delay")
+        return value
+
+
+def _finite(raw: str) -> float:
+    value = float(raw)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(raw)
+    return value
+
+
+def _boolean(raw: str) -> bool:
+    lowered = raw.lower()
+    if lowered in _TRUE or lowered in _FALSE:
+        return lowered in _TRUE
+    raise ValueError(raw)
 
 
 def _origins(value: str) -> tuple[str, ...]:
@@ -45,32 +93,38 @@ class Settings:
     log_format: str = "text"
     access_log: bool = True
 
+    @staticmethod
+    def read_env(environ=None) -> _Reader:
+        """Return a reader of typed values from the environment (for settings that are not fields)."""
+        return _Reader(os.environ if environ is None else environ)
+
     @classmethod
     def from_env(cls, environ=None) -> "Settings":
         """Build settings from environment variables."""
         env = os.environ if environ is None else environ
+        read = _Reader(env)
         return cls(
             database_url=env.get("DATABASE_URL", cls.database_url),
             redis_url=env.get("REDIS_URL", ""),
             secret_key=env.get("RISKAPI_SECRET_KEY", ""),
-            max_body_bytes=int(env.get("RISKAPI_MAX_BODY_BYTES", cls.max_body_bytes)),
-            validate_responses=_bool(env.get("RISKAPI_VALIDATE_RESPONSES", "0")),
-            threads=int(env.get("RISKAPI_THREADS", cls.threads)),
-            webhook_timeout=float(env.get("RISKAPI_WEBHOOK_TIMEOUT", cls.webhook_timeout)),
-            webhook_retry_delays=_delays(env.get("RISKAPI_WEBHOOK_RETRY_DELAYS", "10,100,1000")),
-            webhook_allow_private=_bool(env.get("RISKAPI_WEBHOOK_ALLOW_PRIVATE", "0")),
+            max_body_bytes=read.int("RISKAPI_MAX_BODY_BYTES", cls.max_body_bytes, minimum=1),
+            validate_responses=read.bool("RISKAPI_VALIDATE_RESPONSES", False),
+            threads=read.int("RISKAPI_THREADS", cls.threads, minimum=1),
+            webhook_timeout=read.float("RISKAPI_WEBHOOK_TIMEOUT", cls.webhook_timeout, minimum=0.1),
+            webhook_retry_delays=read.delays("RISKAPI_WEBHOOK_RETRY_DELAYS", cls.webhook_retry_delays),
+            webhook_allow_private=read.bool("RISKAPI_WEBHOOK_ALLOW_PRIVATE", False),
             webhook_ca_bundle=env.get("RISKAPI_WEBHOOK_CA_BUNDLE", ""),
-            webhook_failure_limit=int(env.get("RISKAPI_WEBHOOK_FAILURE_LIMIT", cls.webhook_failure_limit)),
-            default_webhook_limit=int(env.get("RISKAPI_DEFAULT_WEBHOOK_LIMIT", cls.default_webhook_limit)),
+            webhook_failure_limit=read.int("RISKAPI_WEBHOOK_FAILURE_LIMIT", cls.webhook_failure_limit),
+            default_webhook_limit=read.int("RISKAPI_DEFAULT_WEBHOOK_LIMIT", cls.default_webhook_limit),
             webhook_queue=env.get("RISKAPI_WEBHOOK_QUEUE", cls.webhook_queue),
-            webhook_stale_after=float(env.get("RISKAPI_WEBHOOK_STALE_AFTER", cls.webhook_stale_after)),
-            webhook_relay_interval=float(env.get("RISKAPI_WEBHOOK_RELAY_INTERVAL", cls.webhook_relay_interval)),
-            webhook_worker_threads=int(env.get("RISKAPI_WEBHOOK_WORKER_THREADS", cls.webhook_worker_threads)),
-            webhook_in_flight=int(env.get("RISKAPI_WEBHOOK_IN_FLIGHT", cls.webhook_in_flight)),
-            webhook_per_webhook=int(env.get("RISKAPI_WEBHOOK_PER_WEBHOOK", cls.webhook_per_webhook)),
-            webhook_slow_for=float(env.get("RISKAPI_WEBHOOK_SLOW_FOR", cls.webhook_slow_for)),
-            webhook_rotation_grace=float(env.get("RISKAPI_WEBHOOK_ROTATION_GRACE", cls.webhook_rotation_grace)),
+            webhook_stale_after=read.float("RISKAPI_WEBHOOK_STALE_AFTER", cls.webhook_stale_after),
+            webhook_relay_interval=read.float("RISKAPI_WEBHOOK_RELAY_INTERVAL", cls.webhook_relay_interval),
+            webhook_worker_threads=read.int("RISKAPI_WEBHOOK_WORKER_THREADS", cls.webhook_worker_threads, minimum=1),
+            webhook_in_flight=read.int("RISKAPI_WEBHOOK_IN_FLIGHT", cls.webhook_in_flight),
+            webhook_per_webhook=read.int("RISKAPI_WEBHOOK_PER_WEBHOOK", cls.webhook_per_webhook),
+            webhook_slow_for=read.float("RISKAPI_WEBHOOK_SLOW_FOR", cls.webhook_slow_for),
+            webhook_rotation_grace=read.float("RISKAPI_WEBHOOK_ROTATION_GRACE", cls.webhook_rotation_grace),
             cors_origins=_origins(env.get("RISKAPI_CORS_ORIGINS", "")),
             log_format=env.get("RISKAPI_LOG_FORMAT", cls.log_format).strip().lower(),
-            access_log=_bool(env.get("RISKAPI_ACCESS_LOG", "1")),
+            access_log=read.bool("RISKAPI_ACCESS_LOG", True),
         )
