@@ -1,5 +1,6 @@
 """Agencies, their API tokens and their risk profiles."""
 
+import datetime
 import hashlib
 import secrets
 
@@ -16,11 +17,18 @@ class Agency(PublicModel):
 
 
 class Token(BaseModel):
-    """An API token of an agency, stored only as its SHA-256 digest."""
+    """An API token of an agency, stored only as its SHA-256 digest (and a short prefix to name it by)."""
 
     agency = peewee.ForeignKeyField(Agency, backref="tokens", on_delete="CASCADE")
     digest = peewee.CharField(max_length=64, unique=True)
     created = peewee.DateTimeField(default=utcnow)
+    # Nullable, so models.upgrade() adds them to an earlier table (its tokens have no prefix and never expire).
+    prefix = peewee.CharField(max_length=16, null=True, index=True)
+    expires = peewee.DateTimeField(null=True)
+    revoked = peewee.DateTimeField(null=True)
+    last_used = peewee.DateTimeField(null=True)
+
+    PREFIX_LENGTH = 11  # "rk_" and 8 random characters: enough to tell an agency's tokens apart, useless to guess with
 
     @staticmethod
     def hash(token: str) -> str:
@@ -28,17 +36,42 @@ class Token(BaseModel):
         return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
     @classmethod
-    def issue(cls, agency: Agency) -> str:
+    def issue(cls, agency: Agency, expires_in: float | None = None) -> str:
         """Create a token for an agency and return it; it is never stored in clear."""
         token = "rk_" + secrets.token_urlsafe(32)
-        cls.create(agency=agency, digest=cls.hash(token))
+        expires = utcnow() + datetime.timedelta(seconds=expires_in) if expires_in else None
+        cls.create(agency=agency, digest=cls.hash(token), prefix=token[: cls.PREFIX_LENGTH], expires=expires)
         return token
 
     @classmethod
+    def valid(cls, token: str):
+        """Return (id, agency id, expires) of a token that is neither revoked nor expired, or None."""
+        return (
+            cls.select(cls.id, cls.agency, cls.expires)
+            .where((cls.digest == cls.hash(token)) & cls.revoked.is_null() & (cls.expires.is_null() | (cls.expires > utcnow())))
+            .tuples()
+            .first()
+        )
+
+    @classmethod
     def agency_of(cls, token: str):
-        """Return the agency id of a token, or None."""
-        row = cls.select(cls.agency).where(cls.digest == cls.hash(token)).tuples().first()
-        return row[0] if row else None
+        """Return the agency id of a valid token, or None."""
+        row = cls.valid(token)
+        return row[1] if row else None
+
+    @classmethod
+    def touch(cls, token_id: int) -> None:
+        """Record that a token was used now."""
+        cls.update(last_used=utcnow()).where(cls.id == token_id).execute()
+
+    @classmethod
+    def matching(cls, token_or_prefix: str):
+        """Select the unrevoked tokens a full token or a prefix names."""
+        if len(token_or_prefix) > cls.PREFIX_LENGTH:
+            where = cls.digest == cls.hash(token_or_prefix)
+        else:
+            where = cls.prefix == token_or_prefix
+        return cls.select().where(where & cls.revoked.is_null())
 
 
 class Risk(PublicModel):

@@ -41,8 +41,64 @@ def cmd_token_create(args, settings):
     _db(settings)
     with models.db.connection_context():
         agency = _agency(args.agency)
-        token = Token.issue(agency)
-    _print({"token": token, "agency": str(agency.uuid)})
+        token = Token.issue(agency, expires_in=args.expires_in)
+        row = Token.get(Token.digest == Token.hash(token))
+    _print({"token": token, "agency": str(agency.uuid), "prefix": row.prefix, "expires": _when(row.expires)})
+
+
+def cmd_token_list(args, settings):
+    """List an agency's tokens by prefix, with when they were created, last used, expire or were revoked; never the token."""
+    from models.tenancy import Token
+
+    _db(settings)
+    with models.db.connection_context():
+        agency = _agency(args.agency)
+        for row in Token.select().where(Token.agency == agency.id).order_by(Token.created, Token.id):
+            _print(
+                {
+                    "prefix": row.prefix,
+                    "created": _when(row.created),
+                    "last_used": _when(row.last_used),
+                    "expires": _when(row.expires),
+                    "revoked": _when(row.revoked),
+                }
+            )
+
+
+def cmd_token_revoke(args, settings):
+    """Revoke a token, named by itself or by its prefix; it answers 401 on every host within 5 s."""
+    from models import utcnow
+    from models.tenancy import Token
+
+    _db(settings)
+    with models.db.connection_context(), models.atomic():
+        found = list(Token.matching(args.token))
+        if not found:
+            sys.exit("riskapi: no unrevoked token matches")
+        if len(found) > 1:
+            sys.exit(f"riskapi: {len(found)} tokens have this prefix; give the whole token")
+        now = utcnow()
+        Token.update(revoked=now).where(Token.id == found[0].id).execute()
+    _print({"prefix": found[0].prefix, "revoked": _when(now)})
+
+
+def _when(moment) -> str | None:
+    from riskapi.render import timestamp
+
+    return timestamp(moment) if moment else None
+
+
+def _duration(text: str) -> float:
+    """Parse `3600`, `90s`, `15m`, `12h` or `30d` into seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1)
+    try:
+        seconds = float(number) * unit
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (3600, 90s, 15m, 12h, 30d)") from None
+    if not 0 < seconds < 100 * 365 * 86400:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive duration")
+    return seconds
 
 
 def cmd_risk_create(args, settings):
@@ -112,7 +168,14 @@ def parser() -> argparse.ArgumentParser:
     token = sub.add_parser("token").add_subparsers(dest="token_command", required=True)
     create = token.add_parser("create", help=cmd_token_create.__doc__)
     create.add_argument("--agency", required=True)
+    create.add_argument("--expires-in", type=_duration, default=None, help="e.g. 90d, 12h, 3600 (default: never)")
     create.set_defaults(func=cmd_token_create)
+    listing = token.add_parser("list", help=cmd_token_list.__doc__)
+    listing.add_argument("--agency", required=True)
+    listing.set_defaults(func=cmd_token_list)
+    revoke = token.add_parser("revoke", help=cmd_token_revoke.__doc__)
+    revoke.add_argument("token", metavar="TOKEN_OR_PREFIX")
+    revoke.set_defaults(func=cmd_token_revoke)
 
     risk = sub.add_parser("risk").add_subparsers(dest="risk_command", required=True)
     create = risk.add_parser("create", help=cmd_risk_create.__doc__)
