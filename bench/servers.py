@@ -72,7 +72,9 @@ class Server:
 
     def start(self, ready_path: str, headers: dict, timeout: float = 60.0) -> "Server":
         """Start the process and wait until ready_path answers 200."""
-        env = {**os.environ, **self.env, "PYTHONPATH": str(self.root)}
+        # A benchmark measures throughput: the per-token rate limit (RISKAPI_RATE_LIMIT) would cap it, so it is off
+        # unless the environment sets it.
+        env = {"RISKAPI_RATE_LIMIT": "0", **os.environ, **self.env, "PYTHONPATH": str(self.root)}
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(self.argv, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout

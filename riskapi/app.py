@@ -16,6 +16,7 @@ from riskapi import errors, logs, precognition
 from riskapi.config import Settings, SettingsError
 from riskapi.docs import SpecMiddleware
 from riskapi.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
+from riskapi.ratelimit import RateLimitMiddleware
 from riskapi.request_validators import BodyValidator, ParamValidator
 from riskapi.spec import SPEC_PATH
 
@@ -64,6 +65,14 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
     app.add_middleware(SpecMiddleware, position=MiddlewarePosition.BEFORE_SWAGGER)
     if settings.access_log:
         logs.configure(settings.log_format)
+    if settings.rate_limit and settings.redis_url:
+        # Outside the error handling: a 429 costs nothing more, and every error carries the limit headers.
+        app.add_middleware(
+            RateLimitMiddleware,
+            position=MiddlewarePosition.BEFORE_EXCEPTION,
+            redis_url=settings.redis_url,
+            limit=settings.rate_limit,
+        )
     app.add_middleware(logs.AccessLogMiddleware, position=MiddlewarePosition.BEFORE_EXCEPTION)
     if settings.cors_origins:
         # Outside the ExceptionMiddleware: error responses (401, 404, 422, 503...) carry the CORS

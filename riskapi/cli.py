@@ -131,7 +131,7 @@ def cmd_serve(args, settings):
     """Run the API, the outbox relay and a delivery worker with its scheduler (an embedded Redis when REDIS_URL is unset)."""
     from riskapi import server
 
-    server.serve(settings, host=args.host, port=args.port, workers=args.workers)
+    server.serve(settings, host=args.host, port=args.port, workers=args.workers, worker=not args.no_worker)
 
 
 def cmd_worker(args, settings):
@@ -150,6 +150,7 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--workers", type=int, default=None, help="API processes (default: RISKAPI_WORKERS, or 1)")
+    serve.add_argument("--no-worker", action="store_true", help="the API alone: no delivery worker, no embedded Redis")
     serve.set_defaults(func=cmd_serve)
 
     worker = sub.add_parser("worker", help=cmd_worker.__doc__)

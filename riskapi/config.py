@@ -91,6 +91,7 @@ class Settings:
     webhook_rotation_grace: float = 86400.0
     cors_origins: tuple[str, ...] = ()
     log_format: str = "text"
+    rate_limit: int = 600
     access_log: bool = True
 
     @staticmethod
@@ -126,5 +127,6 @@ class Settings:
             webhook_rotation_grace=read.float("RISKAPI_WEBHOOK_ROTATION_GRACE", cls.webhook_rotation_grace),
             cors_origins=_origins(env.get("RISKAPI_CORS_ORIGINS", "")),
             log_format=env.get("RISKAPI_LOG_FORMAT", cls.log_format).strip().lower(),
+            rate_limit=read.int("RISKAPI_RATE_LIMIT", cls.rate_limit),
             access_log=read.bool("RISKAPI_ACCESS_LOG", True),
         )

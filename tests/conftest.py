@@ -19,6 +19,8 @@ if not os.environ.get("DATABASE_URL"):
 os.environ.setdefault("RISKAPI_VALIDATE_RESPONSES", "1")
 # No request lines on the test run's stderr; tests/test_logs.py reads them through caplog.
 os.environ.setdefault("RISKAPI_ACCESS_LOG", "0")
+# No rate limit on the shared test app (tests/test_ratelimit.py starts API processes with one).
+os.environ.setdefault("RISKAPI_RATE_LIMIT", "0")
 
 
 def free_port() -> int:

@@ -84,3 +84,39 @@ def test_serve_says_where_it_listens_how_to_make_a_tenant_and_is_ready_with_its_
     assert lines[1] == "riskapi: no agency yet; make one, its token and a risk profile with"
     assert 'python3 dev.py riskapi agency create --name "Acme Insurance"' in output
     assert "Warning" not in output and "Traceback" not in output, output
+
+
+def test_serve_no_worker_runs_the_api_alone(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    from tests.conftest import free_port
+    from tests.test_deliveries import _descendants
+    from tests.webhook_support import wait_until
+
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    env.update(DATABASE_URL=f"sqlite:///{tmp_path}/alone.db")
+    port = free_port()
+    command = [sys.executable, "-m", "riskapi.cli", "serve", "--no-worker", "--port", str(port)]
+    serve = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
+    try:
+
+        def ready():
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/api/v1/readyz", timeout=5).json()
+            except (httpx.TransportError, ValueError):
+                return None
+
+        assert wait_until(ready, timeout=30)
+        assert ready() == {"status": "ok", "checks": {"database": "ok", "redis": "unconfigured"}}
+        assert _descendants(serve.pid) == set()  # no worker, no embedded Redis
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(30) == 0
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()

@@ -1,0 +1,78 @@
+"""Per-token rate limits shared through Redis by two API processes, answered as Laravel's throttle does."""
+
+import os
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from tests.conftest import free_port, make_tenant
+from tests.webhook_support import wait_until
+
+
+@pytest.fixture
+def api_processes(server, settings, redis_url):
+    """Start two `uvicorn riskapi.app:asgi` processes on the test database and Redis, with a limit of 10 a minute."""
+    started = []
+
+    def start(redis=redis_url, limit="10"):
+        port = free_port()
+        env = dict(os.environ, DATABASE_URL=settings.database_url, REDIS_URL=redis, RISKAPI_RATE_LIMIT=limit)
+        command = [sys.executable, "-m", "uvicorn", "riskapi.app:asgi", "--factory", "--port", str(port), "--log-level=warning"]
+        process = subprocess.Popen(command, env=env)
+        started.append(process)
+        url = f"http://127.0.0.1:{port}/api/v1"
+
+        def up():
+            try:
+                return httpx.get(url + "/healthz", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        assert wait_until(up, timeout=30)
+        return url
+
+    yield start
+    for process in started:
+        process.terminate()
+        process.wait(10)
+
+
+def test_two_processes_share_one_limit_per_token(api_processes):
+    one, two = api_processes(), api_processes()
+    tenant, other = make_tenant(), make_tenant()
+    seen = []
+    for i in range(10):
+        response = httpx.get((one, two)[i % 2] + "/webhooks", headers=tenant.headers)
+        assert response.status_code == 200
+        assert response.headers["X-RateLimit-Limit"] == "10"
+        seen.append(int(response.headers["X-RateLimit-Remaining"]))
+    assert seen == list(range(9, -1, -1))
+    refused = httpx.get(one + "/webhooks", headers=tenant.headers)
+    assert refused.status_code == 429
+    assert refused.json() == {"message": "Too many requests.", "status": 429}
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    assert refused.headers["X-RateLimit-Remaining"] == "0" and int(refused.headers["X-RateLimit-Reset"]) > 0
+    assert httpx.get(two + "/webhooks", headers=tenant.headers).status_code == 429
+    # Another token has its own budget; errors carry the headers too; probes are never counted.
+    missing = httpx.get(two + "/risks/none/data/drivers", headers=other.headers)
+    assert missing.status_code == 404 and missing.headers["X-RateLimit-Remaining"] == "9"
+    assert all(httpx.get(one + "/healthz").status_code == 200 for _ in range(12))
+
+
+def test_a_large_body_weighs_more(api_processes):
+    url = api_processes()
+    tenant = make_tenant()
+    drivers = [{"object": "driver", "data": {"notes": "x" * 9000}} for _ in range(20)]  # ~180 KB: 1 + 3 units
+    response = httpx.post(url + tenant.url("/drivers"), json={"data": drivers}, headers=tenant.headers, timeout=30)
+    assert response.status_code == 201, response.text
+    assert response.headers["X-RateLimit-Remaining"] == "6"
+
+
+def test_requests_pass_unlimited_while_redis_does_not_answer(api_processes):
+    url = api_processes(redis=f"redis://127.0.0.1:{free_port()}/0")
+    tenant = make_tenant()
+    for _ in range(12):
+        response = httpx.get(url + "/webhooks", headers=tenant.headers)
+        assert response.status_code == 200 and "X-RateLimit-Remaining" not in response.headers
