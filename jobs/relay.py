@@ -30,6 +30,7 @@ import redis
 
 import models
 from jobs import queue as jobs_queue
+from jobs import retention
 from jobs.broker import Backoff, Outage
 from jobs.delivery import DATABASE_ERRORS
 from models import utcnow
@@ -152,6 +153,7 @@ class Relay:
                 if time.monotonic() >= next_rescue:
                     next_rescue = time.monotonic() + rescue_every
                     self.rescue()
+                    retention.offer(self.connection, self.queue, self.settings.retention_days)
                 backoff.reset()
                 if moved >= BATCH:
                     continue

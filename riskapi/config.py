@@ -92,6 +92,7 @@ class Settings:
     cors_origins: tuple[str, ...] = ()
     log_format: str = "text"
     rate_limit: int = 600
+    retention_days: int = 30
     access_log: bool = True
 
     @staticmethod
@@ -128,5 +129,6 @@ class Settings:
             cors_origins=_origins(env.get("RISKAPI_CORS_ORIGINS", "")),
             log_format=env.get("RISKAPI_LOG_FORMAT", cls.log_format).strip().lower(),
             rate_limit=read.int("RISKAPI_RATE_LIMIT", cls.rate_limit),
+            retention_days=read.int("RISKAPI_RETENTION_DAYS", cls.retention_days),
             access_log=read.bool("RISKAPI_ACCESS_LOG", True),
         )

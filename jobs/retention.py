@@ -1,0 +1,58 @@
+"""Retention: events, deliveries and attempt logs older than RISKAPI_RETENTION_DAYS are purged.
+
+Deletes go in small batches, each its own short transaction, so no table is locked for long and
+API writes interleave. Pending deliveries are never purged (nor their events): what is owed is
+still delivered, however old. Every relay offers the job once an hour; a Redis lock lets one of
+them enqueue it per period, and any delivery worker runs it (RQ job `jobs.retention.purge_older_than`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+
+import peewee
+
+import models
+from models import utcnow
+from models.webhooks import PENDING, Attempt, Delivery, Event
+
+log = logging.getLogger("riskapi.retention")
+
+BATCH = 500
+# One purge per period across every host; the lock expires by itself if its holder dies.
+PERIOD = 3600
+LOCK = "riskapi:retention"
+
+
+def purge(cutoff: datetime.datetime, batch: int = BATCH) -> dict[str, int]:
+    """Delete settled deliveries (with their attempts) of events created before cutoff, then those events; return counts."""
+    counts = {"attempts": 0, "deliveries": 0, "events": 0}
+    # Events are indexed by creation time; a delivery is as old as its event.
+    settled = Delivery.select(Delivery.id).join(Event).where((Event.created < cutoff) & (Delivery.status != PENDING))
+    while ids := [row.id for row in settled.limit(batch)]:
+        with models.atomic():
+            counts["attempts"] += Attempt.delete().where(Attempt.delivery.in_(ids)).execute()
+            counts["deliveries"] += Delivery.delete().where(Delivery.id.in_(ids)).execute()
+    owed = Delivery.select(Delivery.id).where(Delivery.source == Event.id)
+    spent = Event.select(Event.id).where((Event.created < cutoff) & ~peewee.fn.EXISTS(owed))
+    while ids := [row.id for row in spent.limit(batch)]:
+        with models.atomic():
+            counts["events"] += Event.delete().where(Event.id.in_(ids)).execute()
+    return counts
+
+
+def purge_older_than(days: int) -> dict[str, int]:
+    """The RQ job: purge what is older than `days` days."""
+    with models.db.connection_context():
+        counts = purge(utcnow() - datetime.timedelta(days=days))
+    log.info("retention: purged %(events)d events, %(deliveries)d deliveries, %(attempts)d attempts", counts)
+    return counts
+
+
+def offer(connection, queue, days: int) -> bool:
+    """Enqueue the purge if retention is on and no relay did in this period; return whether it was enqueued."""
+    if days <= 0 or not connection.set(LOCK, "1", nx=True, ex=PERIOD):
+        return False
+    queue.enqueue(purge_older_than, days, job_timeout=PERIOD, result_ttl=PERIOD, failure_ttl=7 * 86400)
+    return True

@@ -1,0 +1,68 @@
+"""Retention: settled deliveries, their attempts and events older than the cutoff go, in batches; pending ones stay."""
+
+import datetime
+import uuid
+
+import redis
+from rq import SimpleWorker
+
+import models
+from jobs import queue as jobs_queue
+from jobs import retention
+from models import utcnow
+from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Event
+from riskapi import outbox
+from tests.conftest import make_webhook
+
+
+def deliveries_of(client, tenant, count: int, status: str, days_old: int) -> list[int]:
+    """Write `count` events with one delivery each to the tenant's webhook, back-dated and settled as asked."""
+    with models.db.connection_context(), models.atomic():
+        events = outbox.record(tenant.agency.id, "form.completed", [{"n": n} for n in range(count)])
+        ids = [e["id"] for e in events]
+        moment = utcnow() - datetime.timedelta(days=days_old)
+        Event.update(created=moment).where(Event.uuid.in_(ids)).execute()
+        rows = list(Delivery.select().join(Event).where(Event.uuid.in_(ids)))
+        Delivery.update(status=status, created=moment).where(Delivery.id.in_([d.id for d in rows])).execute()
+        for row in rows:
+            Attempt.create(delivery=row.id, at=moment, status=500, error=None, duration_ms=3)
+    return [row.id for row in rows]
+
+
+def left(ids: list[int]) -> int:
+    with models.db.connection_context():
+        return Delivery.select().where(Delivery.id.in_(ids)).count()
+
+
+def test_purge_keeps_pending_and_recent_and_works_in_batches(client, tenant):
+    make_webhook(client, tenant, events=["form.completed"])
+    old_done = deliveries_of(client, tenant, 5, SUCCEEDED, 40) + deliveries_of(client, tenant, 2, FAILED, 31)
+    old_owed = deliveries_of(client, tenant, 2, PENDING, 90)
+    recent = deliveries_of(client, tenant, 3, SUCCEEDED, 29)
+    with models.db.connection_context():
+        events_before = Event.select().where(Event.agency == tenant.agency.id).count()
+        counts = retention.purge(utcnow() - datetime.timedelta(days=30), batch=2)
+        assert Attempt.select().where(Attempt.delivery.in_(old_done)).count() == 0
+        assert Attempt.select().where(Attempt.delivery.in_(old_owed + recent)).count() == 5
+        events_after = Event.select().where(Event.agency == tenant.agency.id).count()
+    assert counts["deliveries"] >= 7 and counts["attempts"] >= 7 and counts["events"] >= 7
+    assert (left(old_done), left(old_owed), left(recent)) == (0, 2, 3)
+    assert events_before - events_after == 7  # the pending deliveries' events stay with them
+
+
+def test_relays_offer_the_purge_once_per_period_and_a_worker_runs_it(client, tenant, redis_url, monkeypatch):
+    monkeypatch.setattr(retention, "LOCK", f"riskapi:retention:test:{uuid.uuid4().hex}")
+    make_webhook(client, tenant, events=["form.completed"])
+    old = deliveries_of(client, tenant, 3, SUCCEEDED, 10)
+    connection = redis.Redis.from_url(redis_url)
+    queue = jobs_queue.queue(connection, f"retention-{uuid.uuid4().hex[:8]}")
+    try:
+        assert not retention.offer(connection, queue, 0)  # off
+        assert retention.offer(connection, queue, 7)
+        assert not retention.offer(connection, queue, 7)  # another relay, same period
+        assert 0 < connection.ttl(retention.LOCK) <= retention.PERIOD
+        SimpleWorker([queue], connection=connection).work(burst=True)
+        assert left(old) == 0
+    finally:
+        connection.delete(retention.LOCK)
+        queue.delete(delete_jobs=True)
