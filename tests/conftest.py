@@ -195,3 +195,35 @@ def start_worker(server, settings, redis_url, receiver):
         worker.stop()
     for url in {worker.redis_url for worker in started}:
         delete_queue(url, queue)
+
+
+@pytest.fixture
+def start_api(server, settings):
+    """Start API processes (`uvicorn riskapi.app:asgi --factory`) on the test database; return their base URL."""
+    import subprocess
+    import sys
+
+    from tests.webhook_support import wait_until
+
+    started = []
+
+    def start(**env_overrides) -> str:
+        port = free_port()
+        env = dict(os.environ, DATABASE_URL=settings.database_url, **env_overrides)
+        command = [sys.executable, "-m", "uvicorn", "riskapi.app:asgi", "--factory", "--port", str(port), "--log-level=warning"]
+        started.append(subprocess.Popen(command, env=env))
+        url = f"http://127.0.0.1:{port}/api/v1"
+
+        def up():
+            try:
+                return httpx.get(url + "/healthz", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        assert wait_until(up, timeout=30)
+        return url
+
+    yield start
+    for process in started:
+        process.terminate()
+        process.wait(10)

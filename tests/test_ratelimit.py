@@ -1,42 +1,19 @@
 """Per-token rate limits shared through Redis by two API processes, answered as Laravel's throttle does."""
 
-import os
-import subprocess
-import sys
-
 import httpx
 import pytest
 
 from tests.conftest import free_port, make_tenant
-from tests.webhook_support import wait_until
 
 
 @pytest.fixture
-def api_processes(server, settings, redis_url):
-    """Start two `uvicorn riskapi.app:asgi` processes on the test database and Redis, with a limit of 10 a minute."""
-    started = []
+def api_processes(start_api, redis_url):
+    """Start API processes on the test database and Redis, with a limit of 10 units a minute."""
 
     def start(redis=redis_url, limit="10"):
-        port = free_port()
-        env = dict(os.environ, DATABASE_URL=settings.database_url, REDIS_URL=redis, RISKAPI_RATE_LIMIT=limit)
-        command = [sys.executable, "-m", "uvicorn", "riskapi.app:asgi", "--factory", "--port", str(port), "--log-level=warning"]
-        process = subprocess.Popen(command, env=env)
-        started.append(process)
-        url = f"http://127.0.0.1:{port}/api/v1"
+        return start_api(REDIS_URL=redis, RISKAPI_RATE_LIMIT=limit)
 
-        def up():
-            try:
-                return httpx.get(url + "/healthz", timeout=2).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        assert wait_until(up, timeout=30)
-        return url
-
-    yield start
-    for process in started:
-        process.terminate()
-        process.wait(10)
+    return start
 
 
 def test_two_processes_share_one_limit_per_token(api_processes):
