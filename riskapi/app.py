@@ -15,6 +15,7 @@ import models
 from riskapi import errors, logs, precognition
 from riskapi.config import Settings, SettingsError
 from riskapi.docs import SpecMiddleware
+from riskapi.metrics import MetricsMiddleware
 from riskapi.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
 from riskapi.ratelimit import RateLimitMiddleware
 from riskapi.request_validators import BodyValidator, ParamValidator
@@ -73,7 +74,9 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
             redis_url=settings.redis_url,
             limit=settings.rate_limit,
         )
-    app.add_middleware(logs.AccessLogMiddleware, position=MiddlewarePosition.BEFORE_EXCEPTION)
+    app.add_middleware(logs.AccessLogMiddleware, position=MiddlewarePosition.BEFORE_EXCEPTION, metrics=settings.metrics)
+    if settings.metrics:
+        app.add_middleware(MetricsMiddleware, position=MiddlewarePosition.BEFORE_EXCEPTION, settings=settings)
     if settings.cors_origins:
         # Outside the ExceptionMiddleware: error responses (401, 404, 422, 503...) carry the CORS
         # headers too, and preflights are answered before the body checks, routing and security.

@@ -93,6 +93,9 @@ class Settings:
     log_format: str = "text"
     rate_limit: int = 600
     retention_days: int = 30
+    metrics: bool = True
+    metrics_token: str = field(default="", repr=False)
+    metrics_port: int = 0
     access_log: bool = True
 
     @staticmethod
@@ -130,5 +133,8 @@ class Settings:
             log_format=env.get("RISKAPI_LOG_FORMAT", cls.log_format).strip().lower(),
             rate_limit=read.int("RISKAPI_RATE_LIMIT", cls.rate_limit),
             retention_days=read.int("RISKAPI_RETENTION_DAYS", cls.retention_days),
+            metrics=read.bool("RISKAPI_METRICS", True),
+            metrics_token=env.get("RISKAPI_METRICS_TOKEN", ""),
+            metrics_port=read.int("RISKAPI_METRICS_PORT", cls.metrics_port),
             access_log=read.bool("RISKAPI_ACCESS_LOG", True),
         )

@@ -1,4 +1,4 @@
-"""One structured line per request, with a request id the caller may give (`X-Request-Id`).
+"""One structured line (and the metrics) per request, with a request id the caller may give (`X-Request-Id`).
 
 The line carries what an operator correlates on (time, request id, method, route template,
 status, duration, agency) and nothing a caller sent: never a token, a secret, a signature or a body.
@@ -14,7 +14,7 @@ import uuid
 
 from starlette.datastructures import Headers, MutableHeaders
 
-from riskapi import spec
+from riskapi import metrics, spec
 
 access = logging.getLogger("riskapi.access")
 
@@ -64,8 +64,9 @@ def _route(operation_id: str | None) -> str:
 class AccessLogMiddleware:
     """Give every request an id (the caller's `X-Request-Id` or a new one), return it, and log one line."""
 
-    def __init__(self, app):
+    def __init__(self, app, metrics: bool = False):
         self.app = app
+        self.metrics = metrics
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -86,14 +87,18 @@ class AccessLogMiddleware:
         try:
             await self.app(scope, receive, send_with_id)
         finally:
+            elapsed = time.perf_counter() - started
+            operation = extensions.get("connexion_routing", {}).get("operation_id")
+            if self.metrics:
+                # Labelled by operationId: a bounded set, unlike raw paths with their UUIDs.
+                metrics.observe(operation.rsplit(".", 1)[-1] if operation else "-", status[0], elapsed)
             if access.isEnabledFor(logging.INFO):
-                routing = extensions.get("connexion_routing", {})
                 fields = {
                     "request_id": request_id,
                     "method": scope["method"],
-                    "route": _route(routing.get("operation_id")),
+                    "route": _route(operation),
                     "status": status[0],
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                    "duration_ms": round(elapsed * 1000, 1),
                     "agency": extensions.get("connexion_context", {}).get("user") or "-",
                 }
                 access.info("request", extra={"fields": fields})

@@ -20,8 +20,8 @@ log = logging.getLogger("riskapi")
 
 WINDOW = 60
 BODY_UNIT = 64 * 1024
-# Never counted: the probes, and what a browser or a reviewer reads without a token.
-EXEMPT = ("/api/v1/healthz", "/api/v1/readyz", "/api/v1/openapi", "/api/v1/docs")
+# Never counted: the probes, the metrics, and what a browser or a reviewer reads without a token.
+EXEMPT = ("/api/v1/healthz", "/api/v1/readyz", "/api/v1/openapi", "/api/v1/docs", "/metrics")
 
 
 def cost(headers: Headers) -> int:

@@ -8,9 +8,11 @@ share one Redis and one database: nothing here assumes it is alone.
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -43,6 +45,11 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1, worker: bo
         # Known before it starts: the API processes read it from the environment (readyz checks it).
         embedded = EmbeddedRedis()
         os.environ["REDIS_URL"] = embedded.url
+    metrics_dir = None
+    if settings.metrics and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # One directory for this serve's API processes and worker: a scrape of any of them counts all.
+        # Set before any of them imports prometheus_client, which reads it once.
+        metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="riskapi-metrics-")
     _greet(host, port)
     # uvicorn re-raises the SIGTERM it handled once it has shut down: make that unwind through `finally`
     # (as SIGINT's KeyboardInterrupt does) instead of killing the process with its children left behind.
@@ -63,6 +70,8 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1, worker: bo
     finally:
         if supervisor is not None:
             supervisor.stop()
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 def _greet(host: str, port: int) -> None:
@@ -228,6 +237,8 @@ def work(settings: Settings, burst: bool = False) -> None:
         raise SystemExit("riskapi worker: set REDIS_URL (the Redis that `riskapi serve` and the API hosts share)")
     models.bind(settings.database_url)
     models.upgrade()
+    if settings.metrics and settings.metrics_port:
+        _serve_worker_metrics(settings)
     worker.run(
         settings,
         broker.connect(settings.redis_url),
@@ -235,3 +246,19 @@ def work(settings: Settings, burst: bool = False) -> None:
         burst=burst,
         threads=settings.webhook_worker_threads,
     )
+
+
+def _serve_worker_metrics(settings: Settings) -> None:
+    """Serve this worker's metrics on 127.0.0.1:RISKAPI_METRICS_PORT (a worker host has no API to ask)."""
+    import prometheus_client
+    from prometheus_client import multiprocess
+
+    from riskapi import metrics
+
+    registry = prometheus_client.CollectorRegistry()
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        registry.register(metrics.Default())
+    registry.register(metrics.Backlog(settings.redis_url, settings.webhook_queue))
+    prometheus_client.start_http_server(settings.metrics_port, addr="127.0.0.1", registry=registry)
