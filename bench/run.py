@@ -35,6 +35,8 @@ def options(argv=None) -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=200, help="timed requests per page for the depth figure (default 200)")
     parser.add_argument("--bulk-runs", type=int, default=5, help="timed 1,000-driver creates (default 5)")
     parser.add_argument("--database-url", help="seed and serve this database instead of a fresh SQLite file (rows are added)")
+    parser.add_argument("--metrics-cost", action="store_true",
+                        help="only figure (d): the service with metrics (as serve runs it) vs RISKAPI_METRICS=0")  # fmt: skip
     args = parser.parse_args(argv)
     if args.load == "auto":
         args.load = "wrk" if load.wrk_available() else "python"
@@ -110,6 +112,36 @@ def run(args, workdir: str) -> dict:
         baseline.stop()
 
 
+def metrics_cost(args, workdir: str) -> dict:
+    """Figure (d): list throughput of the service with metrics on, as `serve` runs it, over the same without metrics."""
+    url = args.database_url or "sqlite:///" + os.path.join(workdir, "bench.db")
+    seeded = seed.seed(url, args.drivers)
+    path = f"/api/v1/risks/{seeded.risk_uuid}/data/drivers"
+    # As under `riskapi serve`: one multiprocess directory for the service's processes.
+    counted = {"DATABASE_URL": url, "RISKAPI_METRICS": "1", "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(dir=workdir)}
+    plain = {"DATABASE_URL": url, "RISKAPI_METRICS": "0"}
+    ports = servers.free_port(), servers.free_port()
+    sides = [
+        servers.Server("metrics", servers.service_argv(ports[0], args.processes), counted, ports[0], workdir),
+        servers.Server("none", servers.service_argv(ports[1], args.processes), plain, ports[1], workdir),
+    ]
+    try:
+        for server in sides:
+            server.start(path + "?per_page=50", {"Authorization": f"Bearer {seeded.token}"})
+        page = path + "?per_page=50"
+        print(f"(d) GET {page}: the service with metrics vs without, {args.rounds} x {args.duration:g} s per side")
+        rounds = figures.throughput(
+            figures.Target("metrics", sides[0], page), figures.Target("none", sides[1], page), seeded.token, args
+        )
+    finally:
+        for server in sides:
+            server.stop()
+    on, off = (statistics.mean(rate for rate, _ in rounds[name]) for name in ("metrics", "none"))
+    cpu_on, cpu_off = (statistics.mean(ms for _, ms in rounds[name]) for name in ("metrics", "none"))
+    print(f"    mean: with metrics {on:.0f} req/s, without {off:.0f} req/s; CPU per request {cpu_on:.2f} vs {cpu_off:.2f} ms")
+    return {"metrics": on / off, "metrics_cpu": cpu_off / cpu_on}
+
+
 def summary(found: dict) -> None:
     """Print the figures against their aims."""
     print()
@@ -124,6 +156,12 @@ def main(argv=None) -> int:
     args = options(argv)
     workdir = tempfile.mkdtemp(prefix="riskapi-bench-")
     try:
+        if args.metrics_cost:
+            found = metrics_cost(args, workdir)
+            print()
+            report("(d) throughput with/without metrics", found["metrics"], ">= 0.95", found["metrics"] >= 0.95)
+            print(f"{'    (CPU per request without/with)':<36} {found['metrics_cpu']:6.2f}")
+            return 0
         summary(run(args, workdir))
     except Exception as exc:
         print(f"bench failed: {exc}", file=sys.stderr)

@@ -120,3 +120,58 @@ def test_serve_no_worker_runs_the_api_alone(tmp_path):
         if serve.poll() is None:
             os.killpg(serve.pid, signal.SIGKILL)
             serve.wait()
+
+
+def test_sigterm_lets_an_in_flight_request_finish_and_takes_no_new_one(tmp_path):
+    import concurrent.futures
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from tests.conftest import free_port, items
+    from tests.webhook_support import wait_until
+
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    env.update(DATABASE_URL=f"sqlite:///{tmp_path}/graceful.db")
+
+    def cli(*args):
+        out = subprocess.run([sys.executable, "-m", "riskapi.cli", *args], env=env, capture_output=True, check=True)
+        return __import__("json").loads(out.stdout)
+
+    agency = cli("agency", "create", "--name", "Graceful")
+    headers = {"Authorization": "Bearer " + cli("token", "create", "--agency", agency["uuid"])["token"]}
+    risk = cli("risk", "create", "--agency", agency["uuid"], "--type", "commercial")["uuid"]
+    port = free_port()
+    command = [sys.executable, "-m", "riskapi.cli", "serve", "--no-worker", "--port", str(port)]
+    serve = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
+    base = f"http://127.0.0.1:{port}/api/v1"
+    try:
+        assert wait_until(lambda: _answers(base), timeout=30)
+        address = {"data": {"address": "1 Main St", "city": "Austin", "state": "TX", "zip": "78701"}}
+        body = items("driver", *[{"notes": "n" * 4000, "address": address} for _ in range(1000)])
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(httpx.post, f"{base}/risks/{risk}/data/drivers", json=body, headers=headers, timeout=60)
+            time.sleep(0.3)  # the 4 MB request is being read and validated
+            serve.send_signal(signal.SIGTERM)
+            answer = pending.result()
+        assert answer.status_code == 201 and len(answer.json()["data"]) == 1000
+        assert answer.elapsed.total_seconds() > 0.3, "the request was over before SIGTERM: make it bigger"
+        assert serve.wait(30) == 0
+        assert not _answers(base)
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()
+
+
+def _answers(base: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(base + "/healthz", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
