@@ -5,12 +5,8 @@ import peewee
 from models import BaseModel, PublicModel, utcnow
 from models.tenancy import Agency
 
-# Every event the service knows; the spec's EventName enum lists the same names.
-RISK_KINDS = ("driver", "vehicle", "premise", "building")
-RISK_EVENTS = tuple(f"{kind}.{action}" for kind in RISK_KINDS for action in ("created", "updated", "deleted"))
-EXTERNAL_EVENTS = ("form.completed", "signature_packet.completed")
+# The event names are the spec's (EventName); this one the service sends by itself.
 PING = "webhook.ping"
-EVENT_NAMES = EXTERNAL_EVENTS + RISK_EVENTS + (PING,)
 
 PENDING, SUCCEEDED, FAILED = "pending", "succeeded", "failed"
 

@@ -5,6 +5,7 @@ import json
 import sys
 
 import models
+from riskapi import spec
 from riskapi.config import Settings, SettingsError
 
 
@@ -181,7 +182,7 @@ def parser() -> argparse.ArgumentParser:
     risk = sub.add_parser("risk").add_subparsers(dest="risk_command", required=True)
     create = risk.add_parser("create", help=cmd_risk_create.__doc__)
     create.add_argument("--agency", required=True)
-    create.add_argument("--type", required=True, choices=["commercial", "personal"])
+    create.add_argument("--type", required=True, choices=spec.schema("ProfileType")["enum"])
     create.add_argument("--name", default=None)
     create.set_defaults(func=cmd_risk_create)
     return top
