@@ -10,6 +10,7 @@ so a slow-dripping receiver cannot hold a worker hostage.
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import functools
 import http.client
 import ipaddress
@@ -40,6 +41,8 @@ class Result:
     status: int | None
     error: str | None
     duration_ms: int
+    # Seconds a 429 or 503 asked us to wait (its Retry-After, in seconds or as an HTTP date); None otherwise.
+    retry_after: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -234,7 +237,7 @@ def post(
         raise TypeError(f"body must be bytes, not {type(body).__name__}")
     started = time.monotonic()
     deadline = _Deadline(timeout)
-    status = error = None
+    status = error = retry_after = None
     tls = response = None
     try:
         host, port, target = prepare(url)
@@ -273,6 +276,8 @@ def post(
             budget -= len(chunk)
         deadline.remaining()  # a shutdown by the timer looks like a clean EOF
         status = response.status
+        if status in PUSHBACK:
+            retry_after = parse_retry_after(response.getheader("Retry-After"))
     except _RefusedError as exc:
         error = str(exc)
     except (OSError, http.client.HTTPException, ValueError) as exc:
@@ -282,7 +287,27 @@ def post(
         for closeable in (response, tls):
             if closeable is not None:
                 closeable.close()
-    return Result(status, error, round((time.monotonic() - started) * 1000))
+    return Result(status, error, round((time.monotonic() - started) * 1000), retry_after)
+
+
+# Receivers that push back: their Retry-After sets when the next attempt goes.
+PUSHBACK = frozenset({429, 503})
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Return the seconds a Retry-After header asks for (delta-seconds or HTTP date), or None if absent or malformed."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if moment.tzinfo is None:  # HTTP dates are GMT; a date without a zone is malformed
+        return None
+    return max(0.0, moment.timestamp() - (time.time() if now is None else now))
 
 
 def _describe(exc: Exception, deadline: _Deadline) -> str:

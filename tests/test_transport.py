@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import email.utils
 import socket
 import time
 
@@ -340,3 +341,24 @@ def test_caller_bugs_raise():
         post("https://example.com/", BODY, {}, timeout=0)
     with pytest.raises(TypeError):
         post("https://example.com/", BODY.decode(), {})
+
+
+def test_retry_after_in_seconds_or_as_an_http_date():
+    from jobs.transport import parse_retry_after
+
+    now = 1_800_000_000.0
+    assert parse_retry_after("120", now) == 120.0
+    assert parse_retry_after(" 0 ", now) == 0.0
+    when = email.utils.formatdate(now + 90, usegmt=True)
+    assert parse_retry_after(when, now) == 90.0
+    assert parse_retry_after(email.utils.formatdate(now - 90, usegmt=True), now) == 0.0  # already past
+    for bad in (None, "", "soon", "-5", "1.5", "Fri, 99 Foo 2027"):
+        assert parse_retry_after(bad, now) is None
+
+
+def test_a_429_carries_its_retry_after(receiver):
+    receiver.responses.append(Reply(429, headers={"Retry-After": "7"}))
+    result = post(receiver.url, b"{}", {}, timeout=5, allow_private=True, ca_bundle=receiver.ca_path)
+    assert result.status == 429 and result.retry_after == 7.0
+    receiver.responses.append(Reply(500, headers={"Retry-After": "7"}))
+    assert post(receiver.url, b"{}", {}, timeout=5, allow_private=True, ca_bundle=receiver.ca_path).retry_after is None
