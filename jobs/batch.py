@@ -1,8 +1,9 @@
-"""The batch job: the first attempts of up to jobs.queue.BATCH_SIZE deliveries, one after another.
+"""The batch job: the first attempts of up to jobs.queue.BATCH_SIZE deliveries.
 
-Each delivery goes through `jobs.delivery.attempt` exactly as in a job of its own (generation
-check, claim, attempt log, same Service-Delivery id and signed bytes); the batch only saves RQ's
-per-job bookkeeping. A delivery whose attempt failed gets a job of its own, due when the database
+In a worker, each delivery is claimed here and attempted by the process's jobs.inflight.Engine,
+beside the others; without one, `jobs.delivery.attempt` makes it here. Either way it is exactly as in
+a job of its own (generation check, claim, attempt log, same Service-Delivery id and signed bytes);
+the batch only saves RQ's per-job bookkeeping. A delivery whose attempt failed gets a job of its own, due when the database
 says its next attempt is, with RQ's Retry for the ones after. What the batch leaves unsettled
 (it failed, or its worker died) still carries the batch's id, and the relay's rescue hands it back.
 """
@@ -17,6 +18,7 @@ import redis
 from rq import get_current_job
 
 import models
+from jobs import inflight
 from jobs import queue as jobs_queue
 from jobs.delivery import AttemptFailed, attempt, worker_settings
 
@@ -28,8 +30,12 @@ def deliver_batch(deliveries: list) -> str:
     models.db.connect(reuse_if_open=True)
     settings = worker_settings()
     job = get_current_job()
-    target = jobs_queue.queue(job.connection, job.origin) if job is not None else None
+    target = jobs_queue.retries(job.connection, worker_settings().webhook_queue) if job is not None else None
     outcomes: collections.Counter = collections.Counter()
+    engine = inflight.current()
+    if engine is not None:  # claimed here, attempted beside the other deliveries in flight
+        outcomes.update(engine.take_batch([tuple(pair) for pair in deliveries]))
+        deliveries = []
     for delivery_id, generation in deliveries:
         try:
             outcomes[attempt(delivery_id, generation, settings)] += 1

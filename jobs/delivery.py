@@ -8,8 +8,9 @@ A job takes ids and reloads everything; running it twice is harmless:
   same job never post at once, and a worker killed mid-attempt leaves a claim that simply expires;
 * a delivery that is no longer pending is left alone.
 
-A failed attempt raises `AttemptFailed` so that RQ's Retry schedules the next one (the worker runs
-with its scheduler); the database records when that will be and is what the delivery log shows.
+A failed attempt raises `AttemptFailed` so that the next one is scheduled on RQ (the worker runs with
+its scheduler): by RQ's Retry when the job made the attempt itself, by jobs.inflight when the worker's
+attempts in flight made it; the database records when that will be and is what the delivery log shows.
 
 A database connection that breaks (a restarted server, `pg_terminate_backend`) is thrown away and
 the step that needed it (claim, or record) runs once more on a new one. A job that still fails on
@@ -58,7 +59,12 @@ def worker_settings() -> Settings:
 
 
 def deliver(delivery_id: int, generation: int) -> str:
-    """RQ entry point: run one attempt of a delivery with the worker process's settings."""
+    """RQ entry point: hand one attempt of a delivery to the process's attempts in flight, or make it here."""
+    from jobs import inflight
+
+    engine = inflight.current()
+    if engine is not None:
+        return engine.take(delivery_id, generation)
     return attempt(delivery_id, generation, worker_settings())
 
 
@@ -142,9 +148,12 @@ def attempt(delivery_id: int, generation: int, settings: Settings) -> str:
     return _reconnecting(_record, delivery, generation, webhook, started, result, settings)
 
 
-def _claim(delivery_id: int, generation: int, settings: Settings):
-    """Claim a delivery for one attempt: return (delivery, webhook, now), or why there is nothing to do."""
-    for waited in (False, True):
+def _claim(delivery_id: int, generation: int, settings: Settings, wait: bool = True):
+    """Claim a delivery for one attempt: return (delivery, webhook, now), or why there is nothing to do.
+
+    wait=False: a retry that RQ runs early is claimed at once (jobs.inflight holds it until it is due).
+    """
+    for waited in (not wait, True):
         delivery = _load(delivery_id)
         if delivery is None:
             return "gone"
@@ -179,8 +188,14 @@ def _claim(delivery_id: int, generation: int, settings: Settings):
     return delivery, webhook, now
 
 
-def _record(delivery, generation: int, webhook, started, result: transport.Result, settings: Settings) -> str:
-    """Write the attempt and its consequences in one transaction; raise AttemptFailed to retry."""
+def _record(
+    delivery, generation: int, webhook, started, result: transport.Result, settings: Settings, next_job: str | None = None
+) -> str:
+    """Write the attempt and its consequences in one transaction; raise AttemptFailed to retry.
+
+    next_job names the RQ job that will make the next attempt, when it is not the delivery's own
+    (jobs.queue.job_id): the relay's rescue looks that job up.
+    """
     tries = delivery.tries + 1
     delays = list(settings.webhook_retry_delays)
     now = utcnow()
@@ -198,8 +213,15 @@ def _record(delivery, generation: int, webhook, started, result: transport.Resul
         else:
             outcome, status, next_attempt = "failed", FAILED, None
         changed = (
-            # batch=None: whatever comes next is the delivery's own job (see jobs.queue).
-            Delivery.update(status=status, tries=tries, next_attempt=next_attempt, locked_until=None, batch=None, updated=now)
+            # batch=None: whatever comes next is the delivery's own job (see jobs.queue), unless named.
+            Delivery.update(
+                status=status,
+                tries=tries,
+                next_attempt=next_attempt,
+                locked_until=None,
+                batch=next_job if status == PENDING else None,
+                updated=now,
+            )
             .where((Delivery.id == delivery.id) & (Delivery.generation == generation))
             .execute()
         )

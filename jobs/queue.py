@@ -31,9 +31,23 @@ def queue(connection: redis.Redis, name: str) -> Queue:
     return Queue(name, connection=connection)
 
 
+def retries(connection: redis.Redis, name: str) -> Queue:
+    """Return the queue of retries, which workers serve only while the queue of first attempts is empty.
+
+    A receiver that keeps failing brings back a job per delivery at every retry; behind them, another
+    webhook's new deliveries would wait for RQ to get through them all.
+    """
+    return Queue(f"{name}:retry", connection=connection)
+
+
 def job_id(delivery_uuid, generation: int) -> str:
     """Name the job of one generation of a delivery."""
     return f"delivery-{delivery_uuid}-{generation}"
+
+
+def retry_id(delivery_uuid, generation: int, tries: int) -> str:
+    """Name the job of a retry scheduled after attempt `tries` (apart from the job that made it, which may still run)."""
+    return f"delivery-{delivery_uuid}-{generation}-{tries}"
 
 
 def batch_id(first_uuid, generation: int) -> str:
@@ -65,10 +79,10 @@ def plan(deliveries: list[tuple], size: int = BATCH_SIZE) -> list[tuple[str | No
     return planned + [(None, [d]) for d in own]
 
 
-def _lone_options(delivery_uuid, generation: int, tries: int, delays) -> dict:
+def _lone_options(delivery_uuid, generation: int, tries: int, delays, name: str | None = None) -> dict:
     """Options of the job of one delivery, whether the relay or a batch's failed attempt makes it."""
     return {
-        "job_id": job_id(delivery_uuid, generation),
+        "job_id": name or job_id(delivery_uuid, generation),
         "retry": retry_for(delays, tries),
         "result_ttl": RESULT_TTL,
         "failure_ttl": FAILURE_TTL,
@@ -114,16 +128,18 @@ def enqueue(target: Queue, planned: list[tuple], delays: Iterable[float], timeou
     return [job.id for job in jobs]
 
 
-def schedule_retry(target: Queue, delivery_uuid, delivery_id: int, generation: int, tries: int, at, delays, timeout: float):
-    """Give a delivery whose attempt `tries` failed in a batch a job of its own, due `at` (naive UTC),
-    with RQ's Retry for the attempts after it: from there on it retries as a lone delivery does."""
+def schedule_retry(
+    target: Queue, delivery_uuid, delivery_id: int, generation: int, tries: int, at, delays, timeout: float, name=None
+):
+    """Give a delivery whose attempt `tries` failed in a batch (or in flight) a job of its own, due `at`
+    (naive UTC), with RQ's Retry for the attempts after it; `name` is its job id if not job_id()."""
     return target.enqueue_at(
         at.replace(tzinfo=datetime.UTC),
         JOB_FUNCTION,
         delivery_id,
         generation,
         job_timeout=int(timeout) + 30,
-        **_lone_options(delivery_uuid, generation, tries, delays),
+        **_lone_options(delivery_uuid, generation, tries, delays, name),
     )
 
 

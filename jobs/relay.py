@@ -40,7 +40,6 @@ from riskapi.config import Settings
 log = logging.getLogger("riskapi.relay")
 
 BATCH = 500
-_WILL_RUN = {"queued", "deferred"}
 
 
 class Relay:
@@ -50,6 +49,7 @@ class Relay:
         self.connection = connection
         self.settings = settings
         self.queue = jobs_queue.queue(connection, settings.webhook_queue)
+        self.retries = jobs_queue.retries(connection, settings.webhook_queue)
         self.redis_outage: Outage = redis_outage or Outage("Redis", log)
         self.database_outage: Outage = database_outage or Outage("database", log)
 
@@ -111,14 +111,15 @@ class Relay:
         ]
         known = jobs_queue.statuses(self.connection, list(dict.fromkeys(name for name, _, _ in jobs)))
         # A job that a worker took off the queue but never started (it died, or lost Redis, in between)
-        # stays "queued" in RQ's intermediate queue until RQ's own cleanup, minutes later.
-        taken = set()
+        # still says "queued", though no queue holds it any more: workers serving two queues take jobs
+        # with BLPOP, not into RQ's intermediate queue. Only a job still in its queue's list will run.
+        waiting: set = set()
         if any(status == "queued" for status, _ in known.values()):
-            taken = set(self.queue.intermediate_queue.get_job_ids())
+            waiting = set(self.queue.get_job_ids()) | set(self.retries.get_job_ids())
         lost = []
         for name, delivery_id, generation in jobs:
             status, started = known[name]
-            if status in _WILL_RUN and name not in taken:
+            if status == "deferred" or (status == "queued" and name in waiting):
                 continue  # a backlog, not a loss
             if status == "started" and started is not None and started > cutoff:
                 continue  # picked up just now

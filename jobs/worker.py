@@ -2,8 +2,8 @@
 
 The worker class is RQ's `SimpleWorker` on purpose: a delivery is a few milliseconds of database
 work around one HTTPS POST, and the default worker's fork per job would cost more than the job.
-Deliveries mostly wait on the network (up to the 5 s deadline), so a process runs one worker per
-thread (RISKAPI_WEBHOOK_WORKER_THREADS): one slow receiver does not hold up every other delivery.
+RQ's threads (RISKAPI_WEBHOOK_WORKER_THREADS) only claim deliveries and hand them to the process's
+attempts in flight (jobs.inflight), so a slow receiver holds none of them.
 The main thread's worker handles SIGTERM/SIGINT and runs the scheduler; job timeouts are SIGALRM
 there and a timer in the other threads.
 
@@ -29,6 +29,7 @@ from rq.timeouts import TimerDeathPenalty
 from rq.worker import WorkerStatus
 
 import models
+from jobs import inflight
 from jobs import queue as jobs_queue
 from jobs.broker import UNREACHABLE, Backoff, Outage, die_with_parent, wait_for
 from jobs.delivery import DATABASE_ERRORS, AttemptFailed
@@ -309,8 +310,8 @@ def run(
 ) -> None:
     """Run the relay and `threads` delivery workers until SIGTERM/SIGINT (or, in burst mode, until idle).
 
-    Deliveries wait on the network, so one process delivers several at once: one RQ worker per
-    thread (SimpleWorker: no fork per job), the main thread's with RQ's scheduler.
+    One RQ worker per thread (SimpleWorker: no fork per job), the main thread's with RQ's scheduler;
+    their attempts run in the process's jobs.inflight.Engine, started with them (after the fork).
     """
     rq_log = logging.getLogger("rq.worker")
     rq_log.setLevel(logging.WARNING)
@@ -318,8 +319,12 @@ def run(
     models.bind(settings.database_url)
     redis_outage, database_outage = Outage("Redis", log), Outage("database", log)
     relay = Relay(relay_connection, settings, redis_outage, database_outage)
+    # RQ's threads only claim deliveries; their attempts run here, many at once (see jobs.inflight).
+    engine = inflight.Engine(settings, connection, database_outage)
+    inflight.install(engine)
     stop = threading.Event()
-    queue = jobs_queue.queue(connection, settings.webhook_queue)
+    # First attempts before retries: RQ takes from the first queue that has a job.
+    queues = [jobs_queue.queue(connection, settings.webhook_queue), jobs_queue.retries(connection, settings.webhook_queue)]
     scheduler_name = uuid.uuid4().hex
     helpers: list = []
     helper_threads: list = []
@@ -330,13 +335,14 @@ def run(
         relay.rescue()
 
     def thread_worker() -> ThreadWorker:
-        worker = ThreadWorker([queue], connection=connection)
+        worker = ThreadWorker(queues, connection=connection)
         worker.database_outage = database_outage
         return worker
 
     def start_threads() -> None:
         if helper_threads or stop.is_set():
             return
+        engine.start()
         if not burst:
             threading.Thread(target=relay.run, args=(stop,), name="relay", daemon=True).start()
         for number in range(max(threads, 1) - 1):
@@ -351,7 +357,7 @@ def run(
         helper_threads.append(threading.current_thread())  # started: never again
 
     def main_worker() -> MainWorker:
-        worker = MainWorker([queue], connection=connection, maintenance_interval=60)
+        worker = MainWorker(queues, connection=connection, maintenance_interval=60)
         worker.ready = start_threads
         worker.stopping = stop
         worker.scheduler_name = scheduler_name
@@ -373,3 +379,5 @@ def run(
             if waited > settings.webhook_timeout + 5 or (waited > 1.5 and not any(w.busy for w in list(helpers))):
                 break
             time.sleep(0.05)
+        # Attempts in flight end within the deadline; what waits in a line is handed back (burst: attempted).
+        engine.close(settings.webhook_timeout + 1, drain=burst)

@@ -105,10 +105,12 @@ class PublicModel(BaseModel):
 
 def all_models():
     """Return every model class in creation order."""
+    from models.migrations import SchemaMigration
     from models.risk_data import Address, Building, Driver, Premise, Vehicle
     from models.tenancy import Agency, AppKey, Risk, Token
 
-    models = [AppKey, Agency, Token, Risk, Vehicle, Premise, Driver, Address, Building]
+    # The version table too: dropping every table (tests/conftest.py) then leaves an empty database.
+    models = [SchemaMigration, AppKey, Agency, Token, Risk, Vehicle, Premise, Driver, Address, Building]
     try:
         from models.webhooks import WEBHOOK_MODELS
     except ImportError:  # pragma: no cover - webhooks are optional during bootstrap
@@ -116,18 +118,8 @@ def all_models():
     return models + list(WEBHOOK_MODELS)
 
 
-def upgrade() -> None:
-    """Create every missing table and index, and add missing nullable columns (idempotent)."""
-    from playhouse.migrate import SchemaMigrator, migrate
+def upgrade() -> list[str]:
+    """Apply the pending schema migrations (models/migrations) in order; return the names applied."""
+    from models import migrations
 
-    with db.connection_context():
-        db.create_tables(all_models(), safe=True)
-        # Tables of an earlier version lack the columns added since; only nullable ones are added
-        # this way (they need no value for the rows already there).
-        migrator = SchemaMigrator.from_database(db.obj)
-        for model in all_models():
-            table = model._meta.table_name
-            present = {column.name for column in db.get_columns(table)}
-            missing = [f for f in model._meta.sorted_fields if f.column_name not in present and f.null]
-            for field in missing:
-                migrate(migrator.add_column(table, field.column_name, field))
+    return migrations.upgrade()

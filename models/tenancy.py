@@ -22,7 +22,7 @@ class Token(BaseModel):
     agency = peewee.ForeignKeyField(Agency, backref="tokens", on_delete="CASCADE")
     digest = peewee.CharField(max_length=64, unique=True)
     created = peewee.DateTimeField(default=utcnow)
-    # Nullable, so models.upgrade() adds them to an earlier table (its tokens have no prefix and never expire).
+    # Added by migration 0003 (nullable: earlier tokens have no prefix and never expire); a change here needs a migration.
     prefix = peewee.CharField(max_length=16, null=True, index=True)
     expires = peewee.DateTimeField(null=True)
     revoked = peewee.DateTimeField(null=True)

@@ -35,7 +35,7 @@ class Webhook(PublicModel):
     secret = peewee.CharField(max_length=255)
     # The secret rotate-secret replaced: it still signs webhook-signature (next to the current one)
     # until previous_secret_expires, fixed at rotation (RISKAPI_WEBHOOK_ROTATION_GRACE after it).
-    # Nullable, so models.upgrade() adds them to an existing table.
+    # Added by migration 0002 (nullable, for the webhooks already there).
     previous_secret = peewee.CharField(max_length=255, null=True)
     previous_secret_expires = peewee.DateTimeField(null=True)
     disabled = peewee.DateTimeField(null=True)

@@ -1,4 +1,4 @@
-"""The `riskapi` command: serve, worker, db upgrade, and agency/token/risk creation."""
+"""The `riskapi` command: serve, worker, db upgrade/status, and agency/token/risk creation."""
 
 import argparse
 import json
@@ -19,9 +19,22 @@ def _db(settings: Settings) -> None:
 
 
 def cmd_db_upgrade(args, settings):
-    """Create or upgrade the database schema."""
-    _db(settings)
-    _print({"database": "upgraded"})
+    """Apply the pending schema migrations in order (each in its own transaction)."""
+    models.bind(settings.database_url)
+    _print({"database": "upgraded", "applied": models.upgrade()})
+
+
+def cmd_db_status(args, settings):
+    """List every schema migration, applied (with when) or pending; changes nothing."""
+    from models import migrations
+
+    models.bind(settings.database_url)
+    for row in migrations.status():
+        line = {"migration": row["migration"], "status": "pending" if row["applied"] is None else "applied"}
+        line["applied"] = _when(row["applied"])
+        if row.get("unknown"):
+            line["unknown"] = True  # recorded by a newer release than this one
+        _print(line)
 
 
 def cmd_agency_create(args, settings):
@@ -160,6 +173,7 @@ def parser() -> argparse.ArgumentParser:
 
     db = sub.add_parser("db").add_subparsers(dest="db_command", required=True)
     db.add_parser("upgrade", help=cmd_db_upgrade.__doc__).set_defaults(func=cmd_db_upgrade)
+    db.add_parser("status", help=cmd_db_status.__doc__).set_defaults(func=cmd_db_status)
 
     agency = sub.add_parser("agency").add_subparsers(dest="agency_command", required=True)
     create = agency.add_parser("create", help=cmd_agency_create.__doc__)
@@ -197,7 +211,12 @@ def main(argv=None) -> None:
             args.workers = Settings.read_env().int("RISKAPI_WORKERS", 1, minimum=1)
     except SettingsError as exc:
         sys.exit(f"riskapi: {exc}")
-    args.func(args, settings)
+    from models.migrations import MigrationError
+
+    try:
+        args.func(args, settings)
+    except MigrationError as exc:  # one line naming the migration, not a traceback
+        sys.exit(f"riskapi: {exc}")
 
 
 if __name__ == "__main__":

@@ -86,6 +86,8 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     # Non-daemon threads are what server_close() joins.
     daemon_threads = False
     block_on_close = True
+    # socketserver's default backlog of 5 drops connections of a burst (clients then wait for SYN retries).
+    request_queue_size = 128
 
     def __init__(self, receiver: Receiver, context: ssl.SSLContext) -> None:
         self.receiver = receiver

@@ -276,6 +276,7 @@ def test_the_relay_backs_off_and_reports_each_outage_once(server, settings, capl
 
     monkeypatch.setattr(relay, "relay_pending", relay_pending)
     monkeypatch.setattr(relay, "rescue", lambda: 0)
+    monkeypatch.setattr("jobs.retention.offer", lambda *args: False)  # its Redis is scripted above, not real
     stop = threading.Event()
     thread = threading.Thread(target=relay.run, args=(stop,), daemon=True)
     with caplog.at_level(logging.WARNING, logger="riskapi.relay"):

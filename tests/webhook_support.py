@@ -65,24 +65,25 @@ def delete_queue(url: str, name: str) -> None:
 
     try:
         connection = redis.Redis.from_url(url, socket_timeout=2)
-        queue = Queue(name, connection=connection)
-        registries = [
-            queue.scheduled_job_registry,
-            queue.started_job_registry,
-            queue.failed_job_registry,
-            queue.finished_job_registry,
-            queue.deferred_job_registry,
-            queue.canceled_job_registry,
-        ]
-        job_ids = set(queue.get_job_ids())
-        for registry in registries:
-            job_ids.update(registry.get_job_ids(cleanup=False))
+        job_ids = set()
+        for queue in (Queue(name, connection=connection), Queue(f"{name}:retry", connection=connection)):  # jobs.queue.retries
+            registries = [
+                queue.scheduled_job_registry,
+                queue.started_job_registry,
+                queue.failed_job_registry,
+                queue.finished_job_registry,
+                queue.deferred_job_registry,
+                queue.canceled_job_registry,
+            ]
+            job_ids.update(queue.get_job_ids())
+            for registry in registries:
+                job_ids.update(registry.get_job_ids(cleanup=False))
         keys = [f"rq:job:{job_id}" for job_id in job_ids] + [f"rq:results:{job_id}" for job_id in job_ids]
         keys += list(connection.scan_iter(match=f"rq:*:{name}"))
         keys += list(connection.scan_iter(match=f"rq:*:{name}:*"))
         if keys:
             connection.delete(*keys)
-        connection.srem("rq:queues", f"rq:queue:{name}")
+        connection.srem("rq:queues", f"rq:queue:{name}", f"rq:queue:{name}:retry")
         connection.close()
     except redis.RedisError:
         pass
