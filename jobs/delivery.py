@@ -30,10 +30,16 @@ import models
 from jobs import signing, transport
 from models import utcnow
 from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Event, Webhook
-from riskapi import __version__
+from riskapi import __version__, metrics
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.delivery")
+# One line per attempt (configured by `riskapi worker` like the API's request lines).
+attempts = logging.getLogger("riskapi.attempts")
+
+# A receiver's Retry-After is honoured between these bounds (seconds): never hammered, never parked for days.
+RETRY_AFTER_MIN = 1.0
+RETRY_AFTER_CAP = 3600.0
 
 USER_AGENT = f"riskapi-webhooks/{__version__}"
 ZAPIER_GONE = 410
@@ -199,17 +205,22 @@ def _record(
     tries = delivery.tries + 1
     delays = list(settings.webhook_retry_delays)
     now = utcnow()
+    error = result.error
+    if result.retry_after is not None:
+        # The receiver said when to come back (429/503 Retry-After): honoured, within bounds, and logged.
+        pause = min(max(result.retry_after, RETRY_AFTER_MIN), RETRY_AFTER_CAP)
+        error = f"Retry-After {result.retry_after:g} s" + (f" (waiting {pause:g} s)" if pause != result.retry_after else "")
     with models.atomic():
-        Attempt.insert(
-            delivery=delivery.id, at=started, status=result.status, error=result.error, duration_ms=result.duration_ms
-        ).execute()
+        attempt = {"at": started, "status": result.status, "error": error, "duration_ms": result.duration_ms}
+        Attempt.insert(delivery=delivery.id, **attempt).execute()
         if result.ok:
             outcome, status, next_attempt = "succeeded", SUCCEEDED, None
         elif webhook.type == "zapier" and result.status == ZAPIER_GONE:
             outcome, status, next_attempt = "gone: webhook disabled", FAILED, None
         elif tries <= len(delays):
             outcome, status = "retry", PENDING
-            next_attempt = now + datetime.timedelta(seconds=delays[tries - 1])
+            wait = pause if result.retry_after is not None else delays[tries - 1]
+            next_attempt = now + datetime.timedelta(seconds=wait)
         else:
             outcome, status, next_attempt = "failed", FAILED, None
         changed = (
@@ -227,11 +238,31 @@ def _record(
         )
         if changed:
             _webhook_after(webhook, outcome, settings, now)
+    _observe(delivery, webhook, result, outcome if changed else "superseded", tries)
     if outcome == "retry" and changed:
         raise AttemptFailed(
             f"delivery {delivery.uuid} attempt {tries}: {result.error or result.status}", delivery.uuid, tries, next_attempt
         )
     return outcome
+
+
+def _observe(delivery, webhook, result: transport.Result, outcome: str, tries: int) -> None:
+    """Count the attempt in the metrics and write its one log line (ids, status, duration; never a secret or body)."""
+    metrics.ATTEMPTS.labels("succeeded" if result.ok else "failed").inc()
+    if outcome == "retry":
+        metrics.RETRIES.inc()
+    elif outcome != "superseded":
+        metrics.SETTLED.labels("succeeded" if outcome == "succeeded" else "failed").inc()
+    if attempts.isEnabledFor(logging.INFO):
+        fields = {
+            "delivery": str(delivery.uuid),
+            "webhook": str(webhook.uuid),
+            "attempt": tries,
+            "status": result.status if result.status is not None else "-",
+            "duration_ms": result.duration_ms,
+            "outcome": outcome,
+        }
+        attempts.info("attempt", extra={"fields": fields})
 
 
 def _webhook_after(webhook, outcome: str, settings: Settings, now) -> None:
@@ -241,6 +272,7 @@ def _webhook_after(webhook, outcome: str, settings: Settings, now) -> None:
             Webhook.update(failures=0).where(Webhook.id == webhook.id).execute()
     elif outcome.startswith("gone"):
         Webhook.update(disabled=now, updated=now).where((Webhook.id == webhook.id) & Webhook.disabled.is_null()).execute()
+        metrics.DISABLED.inc()
         log.warning("webhook %s answered 410 Gone: disabled", webhook.uuid)
     elif outcome == "failed":
         Webhook.update(failures=Webhook.failures + 1).where(Webhook.id == webhook.id).execute()
@@ -251,6 +283,7 @@ def _webhook_after(webhook, outcome: str, settings: Settings, now) -> None:
             .execute()
         )
         if disabled:
+            metrics.DISABLED.inc()
             log.warning("webhook %s failed %d deliveries in a row: disabled", webhook.uuid, limit)
 
 

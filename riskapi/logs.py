@@ -39,14 +39,14 @@ class _Text(logging.Formatter):
         return f"{self.formatTime(record, '%Y-%m-%dT%H:%M:%S')}Z {record.name} {pairs}"
 
 
-def configure(log_format: str) -> None:
-    """Send request lines to stderr, as JSON (`json`) or readable text (anything else)."""
+def configure(log_format: str, logger: logging.Logger = access) -> None:
+    """Send a logger's lines (requests, or delivery attempts) to stderr, as JSON (`json`) or readable text."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Json() if log_format == "json" else _Text("%(asctime)s %(name)s %(levelname)s %(message)s"))
     logging.Formatter.converter = time.gmtime
-    access.handlers[:] = [handler]
-    access.setLevel(logging.INFO)
-    access.propagate = False
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 @functools.lru_cache(maxsize=256)

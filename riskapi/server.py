@@ -237,6 +237,10 @@ def work(settings: Settings, burst: bool = False) -> None:
         raise SystemExit("riskapi worker: set REDIS_URL (the Redis that `riskapi serve` and the API hosts share)")
     models.bind(settings.database_url)
     models.upgrade()
+    if settings.access_log:
+        from riskapi import logs
+
+        logs.configure(settings.log_format, logging.getLogger("riskapi.attempts"))
     if settings.metrics and settings.metrics_port:
         _serve_worker_metrics(settings)
     worker.run(

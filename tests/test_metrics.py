@@ -89,3 +89,29 @@ def test_serve_with_two_api_processes_counts_them_whole(tmp_path):
         from riskapi.config import Settings
 
         models.bind(Settings.from_env().database_url)
+
+
+def test_a_worker_counts_its_attempts_and_logs_one_line_each(client, tenant, receiver, start_worker, monkeypatch):
+    from tests.conftest import make_webhook
+    from tests.receiver import Reply
+    from tests.test_deliveries import add_driver, settled
+
+    port = free_port()
+    monkeypatch.setenv("RISKAPI_METRICS_PORT", str(port))
+    monkeypatch.setenv("RISKAPI_ACCESS_LOG", "1")
+    receiver.responses.extend([Reply(500), Reply(200)])
+    worker = start_worker(retry_delays="1")
+    hook = make_webhook(client, tenant, url=receiver.url)
+    add_driver(client, tenant)
+    [log] = settled(client, tenant, hook)
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+    assert sample(text, "riskapi_delivery_attempts_total", outcome="failed") == 1
+    assert sample(text, "riskapi_delivery_attempts_total", outcome="succeeded") == 1
+    assert sample(text, "riskapi_delivery_retries_scheduled_total") == 1
+    assert sample(text, "riskapi_deliveries_total", status="succeeded") == 1
+    assert "riskapi_queue_depth" in text and "riskapi_outbox_lag_seconds" in text
+    lines = [line for line in worker.output().splitlines() if "riskapi.attempts" in line]
+    assert len(lines) == 2, worker.output()
+    assert f"delivery={log['uuid']}" in lines[0] and f"webhook={hook['uuid']}" in lines[0] and "status=500" in lines[0]
+    assert "status=200" in lines[1] and "outcome=succeeded" in lines[1] and "duration_ms=" in lines[1]
+    assert hook["meta"]["signing_secret"] not in worker.output()
