@@ -47,7 +47,16 @@ class RiskObject(InRisk):
 
     @classmethod
     def next_number(cls, risk_id: int) -> int:
-        """Return the highest number in the risk profile plus one."""
+        """Return the highest number in the risk profile plus one, holding the profile's numbering until commit.
+
+        On PostgreSQL concurrent creates in one profile would all read the same maximum, and all but
+        one fail on the unique number: the risk profile's row, locked first, makes them take turns.
+        (SQLite's write transactions already do.)
+        """
+        if not is_sqlite():
+            from models.tenancy import Risk
+
+            Risk.select(Risk.id).where(Risk.id == risk_id).for_update().execute()
         return (cls.select(peewee.fn.MAX(cls.number)).where(cls.risk == risk_id).scalar() or 0) + 1
 
 
