@@ -56,6 +56,11 @@ def options(argv=None) -> argparse.Namespace:
     parser.add_argument("--database-url", help="add rows to this database instead of a fresh SQLite file")
     parser.add_argument("--redis-url", help="use this Redis (a private queue) instead of an embedded one")
     parser.add_argument("--threads", type=int, default=Settings.webhook_worker_threads, help="worker threads (default 4)")
+    parser.add_argument(
+        "--max-rate", type=float, default=0.0,
+        help="RISKAPI_WEBHOOK_MAX_RATE of the worker (default 0, no limit: (a) sends everything to one webhook, "
+        "so it measures the worker, not the per-webhook rate)",
+    )  # fmt: skip
     parser.add_argument("--slow", type=int, default=1000, help="slow deliveries pending for the isolation figure (default 1000)")
     parser.add_argument("--slow-creates", type=int, default=100, help="healthy creates per isolation case (default 100)")
     parser.add_argument(
@@ -134,6 +139,7 @@ def main(argv=None) -> int:
                 retry_delays="10,100,1000",  # the defaults (the test helper's are short)
                 stale_after="30",
                 worker_threads=str(args.threads),
+                max_rate=str(args.max_rate),
             ).start()
 
             # (a) rounds in turn (bare, worker, worker, bare, ...): a shared machine is noisy.
@@ -209,7 +215,8 @@ def main(argv=None) -> int:
     if args.receiver_delay:
         print(f"(the receiver answers after {args.receiver_delay * 1000:.0f} ms, as a remote one would)")
     print(f"deliveries/s, bare loop of jobs.transport.post:  {bare:8.1f}")
-    print(f"deliveries/s, one `riskapi worker` process:      {worked:8.1f}   ({args.threads} threads)")
+    limit = f", RISKAPI_WEBHOOK_MAX_RATE={args.max_rate:g}" if args.max_rate else ", no per-webhook rate"
+    print(f"deliveries/s, one `riskapi worker` process:      {worked:8.1f}   ({args.threads} threads{limit})")
     print(f"ratio worker / bare loop:                        {ratio:8.2f}   (aim >= {AIMS['ratio']})")
     print(f"create → delivery latency p50:                   {p50:8.1f} ms (aim <= {AIMS['p50_ms']:.0f} ms)")
     aim = f"aim <= {AIMS['p99_ms']:.0f} ms; {len(latencies)} creates"

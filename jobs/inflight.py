@@ -37,6 +37,7 @@ from jobs import queue as jobs_queue
 from jobs import transport
 from jobs.broker import Outage
 from jobs.delivery import DATABASE_ERRORS, AttemptFailed, _claim, _finish, _reconnecting, _record, signed_headers, signing_secrets
+from jobs.pacing import Pacer
 from models import utcnow
 from models.webhooks import FAILED, PENDING, Delivery, Event, Webhook
 from riskapi.config import Settings
@@ -61,7 +62,7 @@ def install(engine: Engine | None) -> None:
 class _Item:
     delivery: Delivery  # with its webhook and event body loaded
     generation: int
-    due: float  # time.time() before which the attempt must not start (a retry RQ ran early)
+    due: float  # time.time() before which the attempt must not start (a retry RQ ran early, or its paced slot)
     lease: float  # time.monotonic() until which this process's claim holds
 
 
@@ -75,6 +76,7 @@ class Engine:
         self.database_outage = database_outage or Outage("database", log)
         self.capacity = max(settings.webhook_in_flight, 1)
         self.per_webhook = max(settings.webhook_per_webhook, 1)
+        self.pacer = Pacer(connection, settings.webhook_max_rate, f"riskapi:pace:{settings.webhook_queue}")
         self._cond = threading.Condition()
         self._lines: dict[int, collections.deque] = {}
         self._turns: list[int] = []  # webhooks with a line, in the order they are served
@@ -115,6 +117,8 @@ class Engine:
         if delivery.next_attempt is not None:
             early = (delivery.next_attempt - utcnow()).total_seconds()
             due = time.time() + early if 0 < early <= 2 else 0.0
+        (wait,) = self.pacer.reserve(webhook.id)
+        due = max(due, time.time() + wait) if wait > 0 else due
         lease = time.monotonic() + self.settings.webhook_timeout + self.settings.webhook_stale_after
         self._ask_slow(webhook.id)
         with self._cond:
@@ -136,8 +140,11 @@ class Engine:
         wanted = dict(deliveries)
         claimed, rest = _reconnecting(self._claim_batch, wanted)
         outcomes = [self.take(delivery_id, wanted[delivery_id]) for delivery_id in rest]
-        for delivery in claimed:
-            self._ask_slow(delivery.webhook.id)
+        per_webhook = collections.Counter(delivery.webhook.id for delivery in claimed)
+        for webhook_id in per_webhook:
+            self._ask_slow(webhook_id)
+        clock = time.time()
+        waits = {webhook_id: iter(self.pacer.reserve(webhook_id, n)) for webhook_id, n in per_webhook.items()}
         lease = time.monotonic() + self.settings.webhook_timeout + self.settings.webhook_stale_after
         with self._cond:
             for delivery in claimed:
@@ -146,7 +153,8 @@ class Engine:
                 if webhook.id not in self._lines:
                     self._lines[webhook.id] = collections.deque()
                     self._turns.append(webhook.id)
-                self._lines[webhook.id].append(_Item(delivery, delivery.generation, 0.0, lease))
+                wait = next(waits[webhook.id])
+                self._lines[webhook.id].append(_Item(delivery, delivery.generation, clock + wait if wait > 0 else 0.0, lease))
                 self._held += 1
             self._cond.notify_all()
         return outcomes + ["in flight"] * len(claimed)

@@ -35,6 +35,9 @@ class _Reader:
     def float(self, name: str, default: float, minimum: float = 0.0) -> float:
         return self._parse(name, default, _finite, "a number of seconds", minimum)
 
+    def rate(self, name: str, default: float) -> float:
+        return self._parse(name, default, _finite, "a number per second", 0.0)
+
     def bool(self, name: str, default: bool) -> bool:
         return self._parse(name, default, _boolean, "a boolean (1/0, true/false, yes/no, on/off)")
 
@@ -88,6 +91,7 @@ class Settings:
     webhook_in_flight: int = 256
     webhook_per_webhook: int = 4
     webhook_slow_for: float = 60.0
+    webhook_max_rate: float = 100.0
     webhook_rotation_grace: float = 86400.0
     cors_origins: tuple[str, ...] = ()
     log_format: str = "text"
@@ -128,6 +132,7 @@ class Settings:
             webhook_in_flight=read.int("RISKAPI_WEBHOOK_IN_FLIGHT", cls.webhook_in_flight),
             webhook_per_webhook=read.int("RISKAPI_WEBHOOK_PER_WEBHOOK", cls.webhook_per_webhook),
             webhook_slow_for=read.float("RISKAPI_WEBHOOK_SLOW_FOR", cls.webhook_slow_for),
+            webhook_max_rate=read.rate("RISKAPI_WEBHOOK_MAX_RATE", cls.webhook_max_rate),
             webhook_rotation_grace=read.float("RISKAPI_WEBHOOK_ROTATION_GRACE", cls.webhook_rotation_grace),
             cors_origins=_origins(env.get("RISKAPI_CORS_ORIGINS", "")),
             log_format=env.get("RISKAPI_LOG_FORMAT", cls.log_format).strip().lower(),

@@ -1,0 +1,71 @@
+"""Per-webhook pacing: RISKAPI_WEBHOOK_MAX_RATE attempts a second to one webhook at most, across workers."""
+
+import uuid
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from jobs.pacing import Pacer
+from tests.support import items, make_webhook
+from tests.webhook_support import wait_until
+
+RATE = 10.0
+
+
+def most_in_any_second(times: list[float]) -> int:
+    times = sorted(times)
+    return max(sum(1 for t in times[i:] if t - start < 1.0) for i, start in enumerate(times))
+
+
+def test_slots_are_one_interval_apart_for_every_pacer_sharing_redis(redis_url):
+    prefix = f"riskapi:pace:test-{uuid.uuid4().hex}"
+    connection = redis.Redis.from_url(redis_url)
+    one, other = Pacer(connection, RATE, prefix), Pacer(connection, RATE, prefix)
+    first = one.reserve(7, 3)
+    then = other.reserve(7)
+    assert first[0] < 0.01 and [round(b - a, 3) for a, b in zip(first, first[1:], strict=False)] == [0.1, 0.1]
+    assert 0.25 <= then[0] <= 0.31, then  # after the three the first pacer took, not beside them
+    assert other.reserve(8)[0] < 0.01  # each webhook has its own slots
+    connection.delete(one.key(7), one.key(8))
+
+
+def test_without_a_rate_nothing_waits_and_redis_is_not_asked():
+    pacer = Pacer(redis.Redis(port=1), 0, "riskapi:pace:none")  # nothing listens on port 1
+    assert pacer.reserve(1, 3) == [0.0, 0.0, 0.0]
+
+
+def test_without_redis_a_process_paces_by_itself():
+    away = redis.Redis(port=1, retry=Retry(NoBackoff(), 0))  # nothing listens on port 1
+    pacer = Pacer(away, RATE, "riskapi:pace:away")
+    waits = pacer.reserve(1, 2) + pacer.reserve(1)
+    assert waits[0] < 0.01 and 0.09 <= waits[1] <= 0.11 and 0.15 <= waits[2] <= 0.21, waits
+
+
+def test_a_burst_reaches_the_receiver_at_the_rate_with_two_workers(client, tenant, receiver, start_worker):
+    start_worker(max_rate=str(RATE))
+    start_worker(max_rate=str(RATE))
+    make_webhook(client, tenant, url=receiver.url)
+    response = client.post(tenant.url("/drivers"), json=items("driver", *[{}] * 30), headers=tenant.headers)
+    assert response.status_code == 201, response.text
+    assert receiver.wait_for(30, timeout=30)
+    arrived = [request.at for request in receiver.requests]
+    assert len({request.headers["service-delivery"] for request in receiver.requests}) == 30
+    # 30 slots 0.1 s apart span 2.9 s; an attempt may arrive a little after its slot, never before.
+    assert max(arrived) - min(arrived) >= 2.7, max(arrived) - min(arrived)
+    assert most_in_any_second(arrived) <= RATE + 1, most_in_any_second(arrived)
+
+
+def test_other_webhooks_do_not_wait_for_a_paced_one(client, tenant, other_tenant, receiver, start_worker):
+    start_worker(max_rate="2")
+    make_webhook(client, tenant, url=receiver.url)
+    other = make_webhook(client, other_tenant, url=receiver.url)
+    client.post(tenant.url("/drivers"), json=items("driver", *[{}] * 20), headers=tenant.headers)  # 10 s at 2/s
+    assert receiver.wait_for(1, timeout=10)
+    client.post(other_tenant.url("/drivers"), json=items("driver", {}), headers=other_tenant.headers)
+
+    def arrived_for_other():
+        return any(request.headers["service-webhook"] == other["uuid"] for request in receiver.requests)
+
+    assert wait_until(arrived_for_other, timeout=3)
+    assert len(receiver.requests) < 10  # the paced webhook is still being served at its rate
