@@ -35,6 +35,7 @@ from jobs.broker import Backoff, Outage
 from jobs.delivery import DATABASE_ERRORS
 from models import utcnow
 from models.webhooks import PENDING, Delivery
+from riskapi import wake
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.relay")
@@ -156,9 +157,9 @@ class Relay:
                     self.rescue()
                     retention.offer(self.connection, self.queue, self.settings.retention_days)
                 backoff.reset()
-                if moved >= BATCH:
+                if moved >= BATCH or self._woken(interval):
                     continue
-                delay = interval
+                delay = 0.0
             except DATABASE_ERRORS as exc:
                 models.discard_connection()
                 self.database_outage.lost(exc)
@@ -170,5 +171,14 @@ class Relay:
                 # A thread that dies relays nothing ever again: report and carry on.
                 log.exception("relay: unexpected error; retrying")
                 delay = backoff.next()
-            stop.wait(delay)
+            if delay:
+                stop.wait(delay)
         models.discard_connection()
+
+    def _woken(self, interval: float) -> bool:
+        """Wait up to one interval for the API to say a write was answered (riskapi.wake); False if none came."""
+        try:
+            return wake.wait(self.connection, self.settings.webhook_queue, interval)
+        except (redis.RedisError, OSError):
+            time.sleep(interval)  # polling, as before: the next pass finds out what Redis is up to
+            return False

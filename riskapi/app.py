@@ -12,7 +12,7 @@ from connexion.validators import FormDataValidator, MultiPartFormDataValidator
 from starlette.middleware.cors import CORSMiddleware
 
 import models
-from riskapi import errors, logs, precognition
+from riskapi import errors, logs, precognition, wake
 from riskapi.config import Settings, SettingsError
 from riskapi.docs import SpecMiddleware
 from riskapi.metrics import MetricsMiddleware
@@ -22,6 +22,7 @@ from riskapi.request_validators import BodyValidator, ParamValidator
 from riskapi.spec import SPEC_PATH
 
 CORS_METHODS = ("GET", "POST", "PATCH", "DELETE")
+WRITES = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 PROBES = frozenset({"/api/v1/healthz", "/api/v1/readyz"})
 CORS_ALLOW_HEADERS = (
     "Authorization",
@@ -100,6 +101,17 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
         # Probes answer whatever the database does: readyz checks it itself, healthz never needs it.
         if flask.request.path not in PROBES:
             models.ensure_connection()
+
+    if settings.redis_url and settings.webhook_relay_wake:
+        nudger = wake.Nudger(settings.redis_url, settings.webhook_queue)
+
+        @flask_app.after_request
+        def _wake_relay(response):
+            # Committed by now; whether it recorded events or not, a relay pass costs one indexed query.
+            request = flask.request
+            if request.method in WRITES and response.status_code < 300 and not precognition.is_precognitive(request.headers):
+                nudger.nudge()
+            return response
 
     @flask_app.teardown_request
     def _release(exc):

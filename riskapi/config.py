@@ -87,6 +87,7 @@ class Settings:
     webhook_queue: str = "webhooks"
     webhook_stale_after: float = 30.0
     webhook_relay_interval: float = 0.05
+    webhook_relay_wake: bool = True
     webhook_worker_threads: int = 4
     webhook_in_flight: int = 256
     webhook_per_webhook: int = 4
@@ -128,6 +129,7 @@ class Settings:
             webhook_queue=env.get("RISKAPI_WEBHOOK_QUEUE", cls.webhook_queue),
             webhook_stale_after=read.float("RISKAPI_WEBHOOK_STALE_AFTER", cls.webhook_stale_after),
             webhook_relay_interval=read.float("RISKAPI_WEBHOOK_RELAY_INTERVAL", cls.webhook_relay_interval),
+            webhook_relay_wake=read.bool("RISKAPI_WEBHOOK_RELAY_WAKE", cls.webhook_relay_wake),
             webhook_worker_threads=read.int("RISKAPI_WEBHOOK_WORKER_THREADS", cls.webhook_worker_threads, minimum=1),
             webhook_in_flight=read.int("RISKAPI_WEBHOOK_IN_FLIGHT", cls.webhook_in_flight),
             webhook_per_webhook=read.int("RISKAPI_WEBHOOK_PER_WEBHOOK", cls.webhook_per_webhook),
