@@ -16,6 +16,7 @@ loopback port with a throw-away CA. Everything started is stopped at the end.
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -61,6 +62,7 @@ def options(argv=None) -> argparse.Namespace:
         help="RISKAPI_WEBHOOK_MAX_RATE of the worker (default 0, no limit: (a) sends everything to one webhook, "
         "so it measures the worker, not the per-webhook rate)",
     )  # fmt: skip
+    parser.add_argument("--no-wake", action="store_true", help="RISKAPI_WEBHOOK_RELAY_WAKE=0 on the API: the relay only polls")
     parser.add_argument("--slow", type=int, default=1000, help="slow deliveries pending for the isolation figure (default 1000)")
     parser.add_argument("--slow-creates", type=int, default=100, help="healthy creates per isolation case (default 100)")
     parser.add_argument(
@@ -173,7 +175,11 @@ def main(argv=None) -> int:
             with models.db.connection_context():
                 Webhook.update(events=pack_events(["driver.created"])).where(Webhook.id == hook.id).execute()
             latencies = []
-            with ServerThread(create_app(settings), free_port()) as server:
+            # The API as `riskapi serve` runs it: on the worker's Redis and queue, so its writes wake the relay.
+            api_settings = dataclasses.replace(
+                settings, redis_url=redis_url, webhook_queue=queue, webhook_relay_wake=not args.no_wake, rate_limit=0
+            )
+            with ServerThread(create_app(api_settings), free_port()) as server:
                 with httpx.Client(base_url=server.url + "/api/v1", headers=tenant.headers, timeout=30) as http:
                     pace = random.Random(7)
                     for i in range(args.creates + 5):

@@ -6,12 +6,11 @@ receiver, however slow, holds a thread that other deliveries queue behind. Here:
 * up to RISKAPI_WEBHOOK_IN_FLIGHT attempts run at once, each in a pool thread of its own (the
   blocking, hardened jobs.transport.post; pool threads never touch the database);
 * one webhook has at most RISKAPI_WEBHOOK_PER_WEBHOOK attempts running in a process, and one while
-  it is marked slow (an attempt of it, in any process, took half the deadline or more within the
-  last RISKAPI_WEBHOOK_SLOW_FOR seconds: a Redis key with that TTL). The rest wait in the webhook's
-  own line, and lines take turns, so a backlog of one webhook is never ahead of another's delivery;
-* one recorder thread writes every outcome (jobs.delivery._record, as a lone attempt does) and
-  schedules retries on RQ; it also renews the claims of deliveries still waiting in a line (so the
-  relay's rescue leaves them alone) and re-reads their webhooks (a new url or secret, a disabled one).
+  it is marked slow (jobs.slowness). The rest wait in the webhook's own line, each until its paced
+  slot (jobs.pacing), and lines take turns, so a backlog of one webhook is never ahead of another's
+  delivery;
+* one recorder thread (jobs.recorder) writes every outcome and schedules retries on RQ; it also renews
+  the claims of deliveries still waiting in a line (jobs.claims) and re-reads their webhooks.
 
 A delivery is claimed before it waits here, so no other worker takes it; if the process dies, its
 claims expire and the relay's rescue hands them back, as before. A claim that could not be renewed
@@ -22,24 +21,21 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import datetime
 import logging
-import queue as queues
 import threading
 import time
 from dataclasses import dataclass
 
-import peewee
 import redis
 
-import models
-from jobs import queue as jobs_queue
-from jobs import transport
+from jobs import claims, transport
 from jobs.broker import Outage
-from jobs.delivery import DATABASE_ERRORS, AttemptFailed, _claim, _finish, _reconnecting, _record, signed_headers, signing_secrets
+from jobs.delivery import _claim, _reconnecting, signed_headers, signing_secrets
 from jobs.pacing import Pacer
+from jobs.recorder import Recorder
+from jobs.slowness import SlowMarks
 from models import utcnow
-from models.webhooks import FAILED, PENDING, Delivery, Event, Webhook
+from models.webhooks import Delivery, Webhook
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.delivery")
@@ -72,7 +68,6 @@ class Engine:
     def __init__(self, settings: Settings, connection: redis.Redis, database_outage: Outage | None = None):
         self.settings = settings
         self.connection = connection
-        self.target = jobs_queue.retries(connection, settings.webhook_queue)
         self.database_outage = database_outage or Outage("database", log)
         self.capacity = max(settings.webhook_in_flight, 1)
         self.per_webhook = max(settings.webhook_per_webhook, 1)
@@ -84,15 +79,13 @@ class Engine:
         self._running: collections.Counter = collections.Counter()
         self._in_flight = 0
         self._held = 0  # claimed here and not yet settled: waiting, running or being recorded
-        self._slow: dict[int, float] = {}  # webhook id -> monotonic time its slow mark ends
-        self._asked: dict[int, float] = {}  # webhook id -> monotonic time Redis was last asked about it
-        self._done: queues.SimpleQueue = queues.SimpleQueue()
+        self.slow = SlowMarks(connection, settings.webhook_queue, settings.webhook_slow_for)
         self._closed = False
-        self._renew_every = max(min(settings.webhook_stale_after / 2, 5.0), 0.2)
+        self.recorder = Recorder(self)
         self._pool = concurrent.futures.ThreadPoolExecutor(self.capacity, thread_name_prefix="attempt")
         self._threads = [
             threading.Thread(target=self._dispatch, name="delivery-dispatch", daemon=True),
-            threading.Thread(target=self._recorder, name="delivery-recorder", daemon=True),
+            threading.Thread(target=self.recorder.run, name="delivery-recorder", daemon=True),
         ]
 
     def start(self) -> Engine:
@@ -100,10 +93,6 @@ class Engine:
         for thread in self._threads:
             thread.start()
         return self
-
-    def key(self, webhook_id: int) -> str:
-        """Name the Redis key that marks a webhook slow (per queue: tests share one Redis)."""
-        return f"riskapi:slow:{self.settings.webhook_queue}:{webhook_id}"
 
     # ---- RQ threads --------------------------------------------------------------------------------
 
@@ -117,18 +106,7 @@ class Engine:
         if delivery.next_attempt is not None:
             early = (delivery.next_attempt - utcnow()).total_seconds()
             due = time.time() + early if 0 < early <= 2 else 0.0
-        (wait,) = self.pacer.reserve(webhook.id)
-        due = max(due, time.time() + wait) if wait > 0 else due
-        lease = time.monotonic() + self.settings.webhook_timeout + self.settings.webhook_stale_after
-        self._ask_slow(webhook.id)
-        with self._cond:
-            self._hooks[webhook.id] = webhook
-            if webhook.id not in self._lines:
-                self._lines[webhook.id] = collections.deque()
-                self._turns.append(webhook.id)
-            self._lines[webhook.id].append(_Item(delivery, generation, due, lease))
-            self._held += 1
-            self._cond.notify_all()
+        self._line_up([(delivery, webhook, generation, due)])
         return "in flight"
 
     def take_batch(self, deliveries: list) -> list[str]:
@@ -138,81 +116,35 @@ class Engine:
         new delivery queues behind it in RQ. Anything unusual goes through take(), one by one.
         """
         wanted = dict(deliveries)
-        claimed, rest = _reconnecting(self._claim_batch, wanted)
+        claimed, rest = _reconnecting(claims.claim_batch, wanted, self.settings)
         outcomes = [self.take(delivery_id, wanted[delivery_id]) for delivery_id in rest]
-        per_webhook = collections.Counter(delivery.webhook.id for delivery in claimed)
+        self._line_up([(delivery, delivery.webhook, delivery.generation, 0.0) for delivery in claimed])
+        return outcomes + ["in flight"] * len(claimed)
+
+    def _line_up(self, entries: list[tuple]) -> None:
+        """Put claimed (delivery, webhook, generation, due) at the end of their webhooks' lines, each due no
+        earlier than the paced slot it reserves."""
+        per_webhook = collections.Counter(webhook.id for _, webhook, _, _ in entries)
         for webhook_id in per_webhook:
-            self._ask_slow(webhook_id)
+            self.slow.ask(webhook_id)
         clock = time.time()
-        waits = {webhook_id: iter(self.pacer.reserve(webhook_id, n)) for webhook_id, n in per_webhook.items()}
-        lease = time.monotonic() + self.settings.webhook_timeout + self.settings.webhook_stale_after
+        slots = {webhook_id: iter(self.pacer.reserve(webhook_id, n)) for webhook_id, n in per_webhook.items()}
+        lease = time.monotonic() + claims.lease_for(self.settings).total_seconds()
         with self._cond:
-            for delivery in claimed:
-                webhook = delivery.webhook
+            for delivery, webhook, generation, due in entries:
+                wait = next(slots[webhook.id])
                 self._hooks[webhook.id] = webhook
                 if webhook.id not in self._lines:
                     self._lines[webhook.id] = collections.deque()
                     self._turns.append(webhook.id)
-                wait = next(waits[webhook.id])
-                self._lines[webhook.id].append(_Item(delivery, delivery.generation, clock + wait if wait > 0 else 0.0, lease))
+                self._lines[webhook.id].append(_Item(delivery, generation, max(due, clock + wait) if wait > 0 else due, lease))
                 self._held += 1
             self._cond.notify_all()
-        return outcomes + ["in flight"] * len(claimed)
-
-    def _claim_batch(self, wanted: dict) -> tuple[list, list[int]]:
-        """Claim the plainly claimable deliveries at once; return them, and the ids left to take() one by one."""
-        rows = list(
-            Delivery.select(Delivery, Webhook, Event.body)
-            .join_from(Delivery, Webhook)
-            .join_from(Delivery, Event)
-            .where(Delivery.id.in_(list(wanted)))
-        )
-        now = utcnow()
-        plain = [
-            row for row in rows
-            if row.generation == wanted[row.id] and row.status == PENDING and row.webhook.disabled is None
-            and (row.locked_until is None or row.locked_until < now)
-            and (row.next_attempt is None or row.next_attempt <= now)
-        ]  # fmt: skip
-        lease = now + datetime.timedelta(seconds=self.settings.webhook_timeout + self.settings.webhook_stale_after)
-        ids = [row.id for row in plain]
-        if ids:
-            with models.atomic():
-                free = Delivery.locked_until.is_null() | (Delivery.locked_until < now)
-                got = Delivery.update(locked_until=lease, updated=now).where(
-                    Delivery.id.in_(ids) & (Delivery.status == PENDING) & free
-                    & peewee.Tuple(Delivery.id, Delivery.generation).in_([(row.id, row.generation) for row in plain])
-                ).execute()  # fmt: skip
-                if got < len(ids):  # someone else's claim in between: keep only ours
-                    mine = Delivery.id.in_(ids) & (Delivery.locked_until == lease)
-                    ours = {i for (i,) in Delivery.select(Delivery.id).where(mine).tuples()}
-                    plain = [row for row in plain if row.id in ours]
-        # The rest (gone, superseded, done, disabled, busy, early) says why through take().
-        taken = {row.id for row in plain}
-        return plain, [delivery_id for delivery_id in wanted if delivery_id not in taken]
-
-    def _ask_slow(self, webhook_id: int) -> None:
-        """Learn, at most once a second per webhook, whether another process marked it slow."""
-        now = time.monotonic()
-        if now - self._asked.get(webhook_id, -10.0) < 1.0:
-            return
-        self._asked[webhook_id] = now
-        try:
-            left = self.connection.pttl(self.key(webhook_id))
-        except (redis.RedisError, OSError):
-            return  # unknown: the local view stands
-        if left and left > 0:
-            with self._cond:
-                self._slow[webhook_id] = max(self._slow.get(webhook_id, 0.0), now + left / 1000)
 
     # ---- the dispatcher --------------------------------------------------------------------------
 
     def _cap(self, webhook_id: int, now: float) -> int:
-        until = self._slow.get(webhook_id)
-        if until is not None and until <= now:
-            del self._slow[webhook_id]
-            until = None
-        return 1 if until is not None else self.per_webhook
+        return 1 if self.slow.is_slow(webhook_id, now) else self.per_webhook
 
     def _dispatch(self) -> None:
         """Start every attempt whose turn it is; sleep until an attempt ends, a delivery comes, or one is due."""
@@ -267,7 +199,7 @@ class Engine:
         except Exception as exc:  # a bug must not keep the webhook's slot forever
             log.exception("delivery %s: attempt failed unexpectedly", item.delivery.uuid)
             result = transport.Result(None, f"internal error: {type(exc).__name__}", 0)
-        self._done.put((item, webhook, started, result))
+        self.recorder.put((item, webhook, started, result))
         with self._cond:
             self._running[webhook.id] -= 1
             if not self._running[webhook.id]:
@@ -275,127 +207,29 @@ class Engine:
             self._in_flight -= 1
             self._cond.notify_all()
 
-    # ---- the recorder ------------------------------------------------------------------------------
+    # ---- for the recorder ------------------------------------------------------------------------
 
-    def _recorder(self) -> None:
-        """Record outcomes as they come; renew waiting claims and re-read their webhooks on the side."""
-        renew_every = self._renew_every
-        next_renew = next_read = time.monotonic()
-        while True:
-            try:
-                done = self._done.get(timeout=0.2)
-            except queues.Empty:
-                done = None
-                with self._cond:
-                    if self._closed and not self._held:
-                        break
-            if done is not None:
-                self._settle(*done)
-            now = time.monotonic()
-            if now >= next_read:
-                next_read = now + 1.0
-                renewing = now >= next_renew
-                if renewing:
-                    next_renew = now + renew_every
-                self._tend(renewing)
-        models.discard_connection()
-
-    def _settle(self, item: _Item, webhook: Webhook, started, result: transport.Result) -> None:
-        delivery = item.delivery
-        name = jobs_queue.retry_id(delivery.uuid, item.generation, delivery.tries + 1)
-        try:
-            _reconnecting(_record, delivery, item.generation, webhook, started, result, self.settings, name)
-            self.database_outage.back()
-        except AttemptFailed as failed:
-            self._schedule(delivery.id, item.generation, failed, name)
-        except DATABASE_ERRORS as exc:
-            # Unrecorded: the claim expires and the relay's rescue hands the delivery back (at least once).
-            self.database_outage.lost(exc)
-        except Exception:
-            log.exception("delivery %s: recording the attempt failed", delivery.uuid)
-        finally:
-            with self._cond:
-                self._held -= 1
-                self._cond.notify_all()
-        if result.duration_ms >= self.settings.webhook_timeout * 500:
-            self._mark_slow(webhook.id)
-
-    def _schedule(self, delivery_id: int, generation: int, failed: AttemptFailed, name: str) -> None:
-        try:
-            jobs_queue.schedule_retry(
-                self.target,
-                failed.delivery_uuid,
-                delivery_id,
-                generation,
-                failed.tries,
-                failed.next_attempt,
-                self.settings.webhook_retry_delays,
-                self.settings.webhook_timeout,
-                name,
-            )
-        except (redis.RedisError, OSError) as exc:
-            # The database says when the next attempt is due; with no job to make it, rescue will.
-            log.warning("%s; retry not scheduled (%s): the relay's rescue will hand it back", failed, exc)
-            return
-        log.info("%s; retry scheduled", failed)
-
-    def _mark_slow(self, webhook_id: int) -> None:
-        """Mark a webhook slow here and, for every other process, in Redis."""
-        slow_for = self.settings.webhook_slow_for
-        if slow_for <= 0:
-            return
+    def settled(self) -> None:
+        """Count one held delivery as settled (recorded, or left to rescue)."""
         with self._cond:
-            self._slow[webhook_id] = time.monotonic() + slow_for
-        try:
-            self.connection.set(self.key(webhook_id), 1, px=int(slow_for * 1000))
-        except (redis.RedisError, OSError):
-            pass  # this process knows; the others learn when they time out themselves
+            self._held -= 1
+            self._cond.notify_all()
 
-    def _tend(self, renewing: bool) -> None:
-        """Re-read the webhooks of waiting deliveries and, when renewing, extend their claims."""
+    def finished(self) -> bool:
+        """Say whether the engine is closed and holds nothing more to record."""
         with self._cond:
-            waiting = {webhook_id: list(line) for webhook_id, line in self._lines.items()}
-        if not waiting:
-            return
-        try:
-            models.db.connect(reuse_if_open=True)
-            hooks = {hook.id: hook for hook in Webhook.select().where(Webhook.id.in_(list(waiting)))}
-            gone = [item for webhook_id, items in waiting.items() if webhook_id not in hooks for item in items]
-            disabled = [item for webhook_id, items in waiting.items() if hooks.get(webhook_id) and hooks[webhook_id].disabled
-                        for item in items]  # fmt: skip
-            for item in disabled:  # as a claim of a disabled webhook's delivery does
-                _finish(item.delivery, item.generation, FAILED)
-            if renewing:
-                # Only claims that would lapse before the next renewal but one: fewer writes for a long line.
-                soon = time.monotonic() + 2 * self._renew_every + self.settings.webhook_timeout + 1
-                dropping = set(disabled)
-                lapsing = [item for items in waiting.values() for item in items if item.lease < soon]
-                gone += self._renew([item for item in lapsing if item not in dropping])
-            self.database_outage.back()
-        except DATABASE_ERRORS as exc:
-            models.discard_connection()
-            self.database_outage.lost(exc)
-            return
+            return self._closed and not self._held
+
+    def waiting(self) -> dict[int, list[_Item]]:
+        """Return a snapshot of the lines: webhook id -> its waiting items."""
+        with self._cond:
+            return {webhook_id: list(line) for webhook_id, line in self._lines.items()}
+
+    def refresh(self, hooks: dict[int, Webhook], dropped: set) -> None:
+        """Take the latest reads of waiting webhooks, and drop the waiting items no longer ours to attempt."""
         with self._cond:
             self._hooks.update(hooks)
-            self._drop(set(gone) | set(disabled))
-
-    def _renew(self, items: list[_Item]) -> list[_Item]:
-        """Extend the claims of waiting deliveries; return those no longer this process's to attempt."""
-        lost: list[_Item] = []
-        for start in range(0, len(items), 500):
-            chunk = items[start : start + 500]
-            began = time.monotonic()
-            lease = utcnow() + datetime.timedelta(seconds=self.settings.webhook_timeout + self.settings.webhook_stale_after)
-            pairs = peewee.Tuple(Delivery.id, Delivery.generation).in_([(i.delivery.id, i.generation) for i in chunk])
-            mine = (Delivery.status == PENDING) & Delivery.locked_until.is_null(False)
-            renewed = Delivery.update(locked_until=lease).where(pairs & mine).execute()
-            if renewed < len(chunk):
-                still = {row for (row,) in Delivery.select(Delivery.id).where(pairs & mine).tuples()}
-                lost += [item for item in chunk if item.delivery.id not in still]
-            for item in chunk:
-                item.lease = began + self.settings.webhook_timeout + self.settings.webhook_stale_after
-        return lost
+            self._drop(dropped)
 
     def _drop(self, items: set) -> None:
         """Take waiting items out of their lines unattempted (caller holds the lock)."""
@@ -424,21 +258,12 @@ class Engine:
             waiting = [item for line in self._lines.values() for item in line]
             self._drop(set(waiting))
         if waiting:
-            self._hand_back(waiting)
+            claims.hand_back(waiting)
         with self._cond:
             self._cond.wait_for(lambda: not self._held, timeout=wait)
         self._pool.shutdown(wait=False, cancel_futures=True)
         if _current is self:
             install(None)
-
-    def _hand_back(self, items: list[_Item]) -> None:
-        """Let go of claims at once, so any relay hands these deliveries to a worker still running."""
-        try:
-            with models.db.connection_context():
-                pairs = peewee.Tuple(Delivery.id, Delivery.generation).in_([(i.delivery.id, i.generation) for i in items])
-                Delivery.update(relayed=None, locked_until=None).where(pairs & (Delivery.status == PENDING)).execute()
-        except DATABASE_ERRORS as exc:
-            log.warning("could not hand back %d waiting deliveries (%s): their claims will expire", len(items), exc)
 
 
 __all__ = ["Engine", "current", "install"]

@@ -1,0 +1,131 @@
+"""The recorder: the one thread of a worker process that writes what attempts in flight came to.
+
+Pool threads never touch the database; they hand each outcome here. The recorder writes it exactly
+as a lone attempt does (jobs.delivery._record: the attempt log, the next attempt, disabling), gives a
+failed delivery its retry job on RQ's retry queue, and marks a webhook slow when an attempt took
+half the deadline or more. On the side, once a second, it re-reads the webhooks of deliveries still
+waiting in a line (a new url or secret, a disabled webhook) and renews their claims before they
+lapse, so the relay's rescue leaves them alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as queues
+import time
+from typing import TYPE_CHECKING
+
+import redis
+
+import models
+from jobs import claims, transport
+from jobs import queue as jobs_queue
+from jobs.delivery import DATABASE_ERRORS, AttemptFailed, _finish, _reconnecting, _record
+from models.webhooks import FAILED, Webhook
+
+if TYPE_CHECKING:
+    from jobs.inflight import Engine
+
+log = logging.getLogger("riskapi.delivery")
+
+
+class Recorder:
+    """Writes the outcomes of one engine's attempts, and tends the claims of its waiting deliveries."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.settings = engine.settings
+        self.target = jobs_queue.retries(engine.connection, self.settings.webhook_queue)
+        self.renew_every = max(min(self.settings.webhook_stale_after / 2, 5.0), 0.2)
+        self._done: queues.SimpleQueue = queues.SimpleQueue()
+
+    def put(self, outcome: tuple) -> None:
+        """Hand over (item, webhook, started, result) of an attempt made."""
+        self._done.put(outcome)
+
+    def run(self) -> None:
+        """Record outcomes as they come; renew waiting claims and re-read their webhooks on the side."""
+        next_renew = next_read = time.monotonic()
+        while True:
+            try:
+                done = self._done.get(timeout=0.2)
+            except queues.Empty:
+                done = None
+                if self.engine.finished():
+                    break
+            if done is not None:
+                self._settle(*done)
+            now = time.monotonic()
+            if now >= next_read:
+                next_read = now + 1.0
+                renewing = now >= next_renew
+                if renewing:
+                    next_renew = now + self.renew_every
+                self._tend(renewing)
+        models.discard_connection()
+
+    def _settle(self, item, webhook: Webhook, started, result: transport.Result) -> None:
+        delivery = item.delivery
+        name = jobs_queue.retry_id(delivery.uuid, item.generation, delivery.tries + 1)
+        try:
+            _reconnecting(_record, delivery, item.generation, webhook, started, result, self.settings, name)
+            self.engine.database_outage.back()
+        except AttemptFailed as failed:
+            self._schedule(delivery.id, item.generation, failed, name)
+        except DATABASE_ERRORS as exc:
+            # Unrecorded: the claim expires and the relay's rescue hands the delivery back (at least once).
+            self.engine.database_outage.lost(exc)
+        except Exception:
+            log.exception("delivery %s: recording the attempt failed", delivery.uuid)
+        finally:
+            self.engine.settled()
+        if result.duration_ms >= self.settings.webhook_timeout * 500:
+            self.engine.slow.mark(webhook.id)
+
+    def _schedule(self, delivery_id: int, generation: int, failed: AttemptFailed, name: str) -> None:
+        try:
+            jobs_queue.schedule_retry(
+                self.target,
+                failed.delivery_uuid,
+                delivery_id,
+                generation,
+                failed.tries,
+                failed.next_attempt,
+                self.settings.webhook_retry_delays,
+                self.settings.webhook_timeout,
+                name,
+            )
+        except (redis.RedisError, OSError) as exc:
+            # The database says when the next attempt is due; with no job to make it, rescue will.
+            log.warning("%s; retry not scheduled (%s): the relay's rescue will hand it back", failed, exc)
+            return
+        log.info("%s; retry scheduled", failed)
+
+    def _tend(self, renewing: bool) -> None:
+        """Re-read the webhooks of waiting deliveries and, when renewing, extend their claims."""
+        waiting = self.engine.waiting()
+        if not waiting:
+            return
+        try:
+            models.db.connect(reuse_if_open=True)
+            hooks = {hook.id: hook for hook in Webhook.select().where(Webhook.id.in_(list(waiting)))}
+            gone = [item for webhook_id, items in waiting.items() if webhook_id not in hooks for item in items]
+            disabled = [item for webhook_id, items in waiting.items() if hooks.get(webhook_id) and hooks[webhook_id].disabled
+                        for item in items]  # fmt: skip
+            for item in disabled:  # as a claim of a disabled webhook's delivery does
+                _finish(item.delivery, item.generation, FAILED)
+            if renewing:
+                # Only claims that would lapse before the next renewal but one: fewer writes for a long line.
+                soon = time.monotonic() + 2 * self.renew_every + self.settings.webhook_timeout + 1
+                dropping = set(disabled)
+                lapsing = [item for items in waiting.values() for item in items if item.lease < soon]
+                gone += claims.renew([item for item in lapsing if item not in dropping], self.settings)
+            self.engine.database_outage.back()
+        except DATABASE_ERRORS as exc:
+            models.discard_connection()
+            self.engine.database_outage.lost(exc)
+            return
+        self.engine.refresh(hooks, set(gone) | set(disabled))
+
+
+__all__ = ["Recorder"]
