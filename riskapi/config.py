@@ -89,6 +89,7 @@ class Settings:
     webhook_relay_interval: float = 0.05
     webhook_relay_wake: bool = True
     webhook_worker_threads: int = 4
+    worker_nice: int = 0
     webhook_in_flight: int = 256
     webhook_per_webhook: int = 4
     webhook_slow_for: float = 60.0
@@ -131,6 +132,7 @@ class Settings:
             webhook_relay_interval=read.float("RISKAPI_WEBHOOK_RELAY_INTERVAL", cls.webhook_relay_interval),
             webhook_relay_wake=read.bool("RISKAPI_WEBHOOK_RELAY_WAKE", cls.webhook_relay_wake),
             webhook_worker_threads=read.int("RISKAPI_WEBHOOK_WORKER_THREADS", cls.webhook_worker_threads, minimum=1),
+            worker_nice=read.int("RISKAPI_WORKER_NICE", cls.worker_nice),
             webhook_in_flight=read.int("RISKAPI_WEBHOOK_IN_FLIGHT", cls.webhook_in_flight),
             webhook_per_webhook=read.int("RISKAPI_WEBHOOK_PER_WEBHOOK", cls.webhook_per_webhook),
             webhook_slow_for=read.float("RISKAPI_WEBHOOK_SLOW_FOR", cls.webhook_slow_for),

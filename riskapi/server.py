@@ -172,6 +172,8 @@ class Supervisor:
                 redis_url = embedded.url
                 self.children.append(Child("embedded Redis", lambda: embedded.start().process, lambda _: embedded.stop()))
             env = dict(os.environ, REDIS_URL=redis_url, DATABASE_URL=self.settings.database_url)
+            # On the API's host the worker yields the CPU to requests: deliveries may wait, requests should not.
+            env.setdefault("RISKAPI_WORKER_NICE", str(SERVE_WORKER_NICE))
             grace = self.settings.webhook_timeout + 5
             self.children.append(Child("delivery worker", lambda: _start_worker(env), lambda p: stop_process_group(p, grace)))
             while not self.stopping.is_set():
@@ -184,6 +186,9 @@ class Supervisor:
                 child.stop()
             if embedded is not None:
                 embedded.close()
+
+
+SERVE_WORKER_NICE = 10
 
 
 def _start_worker(env: dict) -> subprocess.Popen:
@@ -235,6 +240,8 @@ def work(settings: Settings, burst: bool = False) -> None:
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     if not settings.redis_url:
         raise SystemExit("riskapi worker: set REDIS_URL (the Redis that `riskapi serve` and the API hosts share)")
+    if settings.worker_nice:
+        os.nice(settings.worker_nice)
     models.bind(settings.database_url)
     models.upgrade()
     if settings.access_log:
