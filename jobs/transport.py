@@ -172,9 +172,7 @@ def _resolve(host: str, port: int, deadline: _Deadline) -> list[tuple]:
     return box[0]
 
 
-def _connect(
-    addresses: list[tuple], host: str, context: ssl.SSLContext, deadline: _Deadline
-) -> ssl.SSLSocket:
+def _connect(addresses: list[tuple], host: str, context: ssl.SSLContext, deadline: _Deadline) -> ssl.SSLSocket:
     """Open a verified TLS connection to the first reachable checked address."""
     last_error: OSError | None = None
     for family, type_, proto, _, sockaddr in addresses:
@@ -184,9 +182,7 @@ def _connect(
             sock.connect(sockaddr)
             # Wrapping detaches sock's fd, so from here on only the TLS
             # socket owns (and must close) the connection.
-            sock = context.wrap_socket(
-                sock, server_hostname=host, do_handshake_on_connect=False
-            )
+            sock = context.wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False)
             deadline.guard(sock)
             sock.do_handshake()
             return sock
@@ -229,52 +225,16 @@ def post(
     ca_bundle: str | None = None,
 ) -> Result:
     """POST body to an https URL within timeout seconds and report the outcome."""
-    if not timeout > 0:
-        raise ValueError("timeout must be positive")
-    if not isinstance(body, (bytes, bytearray)):
-        # A str would be silently latin-1 encoded by http.client, breaking
-        # the signature computed over the caller's bytes.
-        raise TypeError(f"body must be bytes, not {type(body).__name__}")
+    _check_arguments(body, timeout)
     started = time.monotonic()
     deadline = _Deadline(timeout)
     status = error = retry_after = None
     tls = response = None
     try:
         host, port, target = prepare(url)
-        context = _tls_context(ca_bundle)
-        addresses = _resolve(host, port, deadline)
-        if not allow_private:
-            for *_, sockaddr in addresses:
-                if not is_allowed_address(sockaddr[0]):
-                    raise _RefusedError(
-                        f"destination address {sockaddr[0]} is not allowed"
-                    )
-        tls = _connect(addresses, host, context, deadline)
-
-        conn = _PinnedConnection(host, port)
-        conn.sock = tls
-        lowered = {str(name).lower() for name in headers}
-        conn.putrequest(
-            "POST", target, skip_host="host" in lowered, skip_accept_encoding=True
-        )
-        for name, value in headers.items():
-            if name.lower() not in _OWNED_HEADERS:
-                conn.putheader(name, value)
-        conn.putheader("Content-Length", str(len(body)))
-        conn.putheader("Connection", "close")
-        deadline.guard(tls)
-        conn.endheaders(body)
-
-        deadline.guard(tls)
-        response = conn.getresponse()
-        budget = MAX_RESPONSE_BYTES
-        while budget > 0:
-            deadline.guard(tls)
-            chunk = response.read1(budget)
-            if not chunk:
-                break
-            budget -= len(chunk)
-        deadline.remaining()  # a shutdown by the timer looks like a clean EOF
+        tls = _open(host, port, deadline, allow_private=allow_private, ca_bundle=ca_bundle)
+        response = _send(tls, host, port, target, body, headers, deadline)
+        _drain(response, tls, deadline)
         status = response.status
         if status in PUSHBACK:
             retry_after = parse_retry_after(response.getheader("Retry-After"))
@@ -288,6 +248,64 @@ def post(
             if closeable is not None:
                 closeable.close()
     return Result(status, error, round((time.monotonic() - started) * 1000), retry_after)
+
+
+def _check_arguments(body: bytes, timeout: float) -> None:
+    """Reject a non-positive timeout or a body that is not bytes."""
+    if not timeout > 0:
+        raise ValueError("timeout must be positive")
+    if not isinstance(body, (bytes, bytearray)):
+        # A str would be silently latin-1 encoded by http.client, breaking
+        # the signature computed over the caller's bytes.
+        raise TypeError(f"body must be bytes, not {type(body).__name__}")
+
+
+def _open(host: str, port: int, deadline: _Deadline, *, allow_private: bool, ca_bundle: str | None) -> ssl.SSLSocket:
+    """Resolve host, refuse internal addresses unless allowed, and open a verified TLS connection."""
+    context = _tls_context(ca_bundle)
+    addresses = _resolve(host, port, deadline)
+    if not allow_private:
+        _refuse_internal(addresses)
+    return _connect(addresses, host, context, deadline)
+
+
+def _refuse_internal(addresses: list[tuple]) -> None:
+    """Refuse the delivery if any resolved address is not a public unicast one."""
+    # Every address is checked, not just the first: _connect may fall back to any of them.
+    for *_, sockaddr in addresses:
+        if not is_allowed_address(sockaddr[0]):
+            raise _RefusedError(f"destination address {sockaddr[0]} is not allowed")
+
+
+def _send(
+    tls: ssl.SSLSocket, host: str, port: int, target: str, body: bytes, headers: dict, deadline: _Deadline
+) -> http.client.HTTPResponse:
+    """Send the POST over tls and return the response once its head has arrived."""
+    conn = _PinnedConnection(host, port)
+    conn.sock = tls
+    lowered = {str(name).lower() for name in headers}
+    conn.putrequest("POST", target, skip_host="host" in lowered, skip_accept_encoding=True)
+    for name, value in headers.items():
+        if name.lower() not in _OWNED_HEADERS:
+            conn.putheader(name, value)
+    conn.putheader("Content-Length", str(len(body)))
+    conn.putheader("Connection", "close")
+    deadline.guard(tls)
+    conn.endheaders(body)
+    deadline.guard(tls)
+    return conn.getresponse()
+
+
+def _drain(response: http.client.HTTPResponse, tls: ssl.SSLSocket, deadline: _Deadline) -> None:
+    """Read at most MAX_RESPONSE_BYTES of the body, raising TimeoutError if the deadline cut it short."""
+    budget = MAX_RESPONSE_BYTES
+    while budget > 0:
+        deadline.guard(tls)
+        chunk = response.read1(budget)
+        if not chunk:
+            break
+        budget -= len(chunk)
+    deadline.remaining()  # a shutdown by the timer looks like a clean EOF
 
 
 # Receivers that push back: their Retry-After sets when the next attempt goes.

@@ -22,7 +22,6 @@ import time
 import uuid
 
 import redis
-from rq import SimpleWorker
 from rq.exceptions import DequeueTimeout, StopRequested
 from rq.scheduler import RQScheduler
 from rq.timeouts import TimerDeathPenalty
@@ -34,6 +33,13 @@ from jobs import queue as jobs_queue
 from jobs.broker import UNREACHABLE, Backoff, Outage, die_with_parent, wait_for
 from jobs.delivery import DATABASE_ERRORS, AttemptFailed
 from jobs.relay import Relay
+from jobs.rq_internals import (
+    HookedWorker,
+    forget_scheduler_process,
+    install_scheduler_signal_handlers,
+    scheduler_process,
+    scheduler_stop_requested,
+)
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.worker")
@@ -56,7 +62,7 @@ class _QuietRedisErrors(logging.Filter):
 _QUIET = _QuietRedisErrors()
 
 
-class DeliveryWorker(SimpleWorker):
+class DeliveryWorker(HookedWorker):
     """SimpleWorker that waits for jobs in slices, gives up its Redis quietly, and logs failed attempts in one line."""
 
     # RQ raises the socket timeout to outlast its own long waits for a job (415 s); ours are SLICE long,
@@ -96,7 +102,7 @@ class DeliveryWorker(SimpleWorker):
         # registration a restarted Redis has forgotten: this one hands the worker back instead.
         try:
             self.set_state(WorkerStatus.IDLE)
-            while not self._stop_requested:
+            while not self.stop_requested:
                 self.heartbeat()
                 if self.should_run_maintenance_tasks:
                     self.run_maintenance_tasks()
@@ -104,7 +110,7 @@ class DeliveryWorker(SimpleWorker):
                     self.tend()
                 try:
                     result = self.queue_class.dequeue_any(
-                        self._ordered_queues,
+                        self.ordered_queues,
                         None if timeout is None else SLICE,
                         connection=self.connection,
                         job_class=self.job_class,
@@ -127,7 +133,7 @@ class DeliveryWorker(SimpleWorker):
 
     def stop_scheduler(self):
         """Stop RQ's scheduler process if it runs; kill it if it does not stop within seconds (RQ waits forever)."""
-        process = self.scheduler._process if self.scheduler is not None else None
+        process = scheduler_process(self.scheduler) if self.scheduler is not None else None
         if process is None or not process.is_alive():  # is_alive() also reaps one that has exited
             return
         process.terminate()
@@ -136,22 +142,20 @@ class DeliveryWorker(SimpleWorker):
             process.kill()
             process.join()
 
-    def _pubsub_exception_handler(self, exc, pubsub, pubsub_thread):
+    def pubsub_error(self, exc, pubsub, pubsub_thread):
         """Wait out an unreachable Redis quietly (the worker's loop reports it); anything else as RQ does."""
         if isinstance(exc, UNREACHABLE):
             time.sleep(2.0)
             return
-        super()._pubsub_exception_handler(exc, pubsub, pubsub_thread)
+        super().pubsub_error(exc, pubsub, pubsub_thread)
 
 
 class ThreadWorker(DeliveryWorker):
     """A DeliveryWorker in a helper thread: job timeouts by timer, no signal handlers (the main one's)."""
 
     death_penalty_class = TimerDeathPenalty
+    installs_signal_handlers = False
     busy = False  # a job in hand (known without asking Redis, which may be gone)
-
-    def _install_signal_handlers(self):
-        pass
 
     def execute_job(self, job, queue):
         self.busy = True
@@ -167,10 +171,10 @@ class DyingScheduler(RQScheduler):
     def work(self):
         """Move due jobs to their queue every `interval` seconds until SIGTERM/SIGINT, whether Redis answers or not."""
         die_with_parent()
-        self._install_signal_handlers()
+        install_scheduler_signal_handlers(self)
         backoff = Backoff()
         registered = False
-        while not self._stop_requested:
+        while not scheduler_stop_requested(self):
             try:
                 if not registered:  # again after an outage: Redis may have come back empty
                     self.register_birth()
@@ -185,7 +189,7 @@ class DyingScheduler(RQScheduler):
                 registered = False  # the worker reports the outage; this process only waits it out
                 pause = backoff.next()
             deadline = time.monotonic() + pause
-            while not self._stop_requested and time.monotonic() < deadline:
+            while not scheduler_stop_requested(self) and time.monotonic() < deadline:
                 time.sleep(0.1)
         with contextlib.suppress(redis.RedisError, OSError):
             self.stop()
@@ -209,7 +213,7 @@ class MainWorker(DeliveryWorker):
         try:
             super().request_stop(signum, frame)
         except (redis.RedisError, OSError):
-            self._stop_requested = True  # Redis is gone: there is nobody to tell
+            self.request_warm_stop()  # Redis is gone: there is nobody to tell
 
     def request_force_stop(self, signum, frame):
         if self.stopping is not None:
@@ -222,18 +226,19 @@ class MainWorker(DeliveryWorker):
         if scheduler is None or now < self._next_tend:
             return
         self._next_tend = now + 2.0
-        process = scheduler._process
+        process = scheduler_process(scheduler)
         if process is not None and process.is_alive():
             return
         if process is not None:
             log.warning("RQ's scheduler (pid %s) exited with code %s; starting it again", process.pid, process.exitcode)
-            scheduler._process = None
+            forget_scheduler_process(scheduler)
         scheduler.acquire_locks(auto_start=True)  # unless another process's scheduler holds the lock
 
-    def _start_scheduler(self, burst=False, logging_level="INFO", date_format=None, log_format=None, **kwargs):
+    def start_scheduler(self, burst, logging_level, date_format=None, log_format=None):
+        """Start RQ's scheduler in a process that dies with this one, then call `ready` (burst: as RQ does)."""
         try:
             if burst:
-                super()._start_scheduler(burst, logging_level, **_formats(date_format, log_format))
+                super().start_scheduler(burst, logging_level, date_format, log_format)
                 return
             # As RQ's own, but with a scheduler process that cannot outlive this one, under the process's name.
             self.scheduler = DyingScheduler(
@@ -287,7 +292,7 @@ def _serve_jobs(make_worker, stop: threading.Event, burst: bool, current: list, 
             finally:
                 if worker is not None:
                     _let_go(worker, current)
-            if stop.is_set() or (worker is not None and worker._stop_requested):
+            if stop.is_set() or (worker is not None and worker.stop_requested):
                 return
             if burst and error is None:
                 return  # the queue is empty
@@ -369,7 +374,7 @@ def run(
     finally:
         stop.set()
         for worker in list(helpers):
-            worker._stop_requested = True  # warm: each finishes the job in hand
+            worker.request_warm_stop()  # each finishes the job in hand
         # Wait for jobs in hand (their deadline is the webhook timeout), and a moment for idle helpers to
         # sign off from Redis; a helper stuck retrying a Redis that is gone dies with the process.
         started = time.monotonic()

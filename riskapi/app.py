@@ -5,7 +5,6 @@ import functools
 import connexion
 import connexion.resolver
 import flask
-from a2wsgi import WSGIMiddleware
 from connexion.datastructures import MediaTypeDict
 from connexion.middleware import MiddlewarePosition
 from connexion.validators import FormDataValidator, MultiPartFormDataValidator
@@ -14,11 +13,12 @@ from starlette.middleware.cors import CORSMiddleware
 import models
 from riskapi import errors, logs, precognition, wake
 from riskapi.config import Settings, SettingsError
+from riskapi.connexion_internals import run_flask_in_threads
 from riskapi.docs import SpecMiddleware
 from riskapi.metrics import MetricsMiddleware
 from riskapi.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
 from riskapi.ratelimit import RateLimitMiddleware
-from riskapi.request_validators import BodyValidator, ParamValidator
+from riskapi.request_validators import BodyValidator, ParamValidator, URIParser
 from riskapi.spec import SPEC_PATH
 
 CORS_METHODS = ("GET", "POST", "PATCH", "DELETE")
@@ -55,6 +55,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
         SPEC_PATH.name,
         resolver=connexion.resolver.Resolver(function_resolver=precognition.resolve),
         validator_map=validator_map,
+        uri_parser_class=URIParser,
         validate_responses=settings.validate_responses,
         swagger_ui_options=connexion.options.SwaggerUIOptions(swagger_ui_path="/docs"),
     )
@@ -93,7 +94,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
     flask_app = app.app
     flask_app.config["RISKAPI"] = settings
     # A small thread pool: the GIL makes more threads slower, not faster.
-    app._middleware_app.asgi_app = WSGIMiddleware(flask_app.wsgi_app, workers=settings.threads)
+    run_flask_in_threads(app, settings.threads)
     pooled = not models.is_sqlite()
 
     @flask_app.before_request

@@ -1,7 +1,8 @@
 """Bearer-token authentication: a token names one agency."""
 
 import threading
-import time
+
+import cachetools
 
 from models import live_connection, utcnow
 from models.tenancy import Token
@@ -11,8 +12,11 @@ from models.tenancy import Token
 TTL = 5.0
 # last_used is written at most this often per token and process: a write per request would cost more than the request.
 TOUCH_EVERY = 60.0
-_cache: dict = {}
-_touched: dict = {}
+# token -> (agency id, the token's own expiry or None).
+_cache: cachetools.TTLCache = cachetools.TTLCache(maxsize=10000, ttl=TTL)
+# Ids of the tokens whose last_used this process wrote within TOUCH_EVERY seconds.
+_touched: cachetools.TTLCache = cachetools.TTLCache(maxsize=10000, ttl=TOUCH_EVERY)
+# TTLCache is not thread-safe, and even a lookup may evict expired entries.
 _lock = threading.Lock()
 
 
@@ -20,21 +24,21 @@ def token_info(token: str):
     """Return the token's claims ({"sub": agency id}) or None when unknown, revoked or expired."""
     if not token or len(token) > 200:
         return None
-    now = time.monotonic()
-    hit = _cache.get(token)
-    if hit and hit[1] > now and (hit[2] is None or hit[2] > utcnow()):
+    with _lock:
+        hit = _cache.get(token)
+    if hit and (hit[1] is None or hit[1] > utcnow()):
         return {"sub": hit[0]}
     with live_connection():
         row = Token.valid(token)
         if row is None:
             return None
         token_id, agency_id, expires = row
-        if now - _touched.get(token_id, -TOUCH_EVERY) >= TOUCH_EVERY:
+        with _lock:
+            touch = token_id not in _touched
+        if touch:
             Token.touch(token_id)
-            _touched[token_id] = now
+            with _lock:
+                _touched[token_id] = True
     with _lock:
-        if len(_cache) > 10000:
-            _cache.clear()
-            _touched.clear()
-        _cache[token] = (agency_id, now + TTL, expires)
+        _cache[token] = (agency_id, expires)
     return {"sub": agency_id}

@@ -48,7 +48,7 @@ class ListSpec:
         self.filters = spec.filters(operation_id)
         sort_schema = spec.parameter(operation_id, "sort")["schema"]
         self.sorts = {name.lstrip("-") for name in sort_schema["items"]["enum"]}
-        self.default_sort = list(sort_schema.get("default", ["number"]))
+        self.default_sort = list(sort_schema["default"])
         self.signature = operation_id
 
     def field(self, name: str) -> peewee.Field:
@@ -99,36 +99,52 @@ class ListSpec:
         return query
 
     def _clause(self, name: str, definition: dict, value: str, risk_id: int):
+        """Return the condition of one filter: a text search, the uuid list, or the one of its `x-filter` kind."""
         kind = definition["x-filter"]
         if "x-search" in definition:
-            clauses = [_contains(self.field(f), value) for f in definition["x-search"]]
-            return _any(clauses)
+            return _any([_contains(self.field(f), value) for f in definition["x-search"]])
         if name == "uuid":
             return self.model.uuid.in_([v.lower() for v in value.split(",")])
-        if kind == "is_disabled":
-            # Only `false` narrows the list (to active rows); `true` includes disabled ones too.
-            return self.model.disabled.is_null() if value in {"false", "0"} else peewee.SQL("1 = 1")
-        if kind == "any-of":
-            # The column stores names as `,a,b,`: match any of the named ones.
-            return _any([_contains(self.field(name), f",{v},") for v in value.split(",") if v])
+        # Any kind without a builder of its own is a range.
+        return self._BY_KIND.get(kind, ListSpec._range)(self, name, value, risk_id)
+
+    def _is_disabled(self, name: str, value: str, risk_id: int):
+        """Narrow to active rows on `false`; `true` includes disabled ones too, so it narrows nothing."""
+        return self.model.disabled.is_null() if value in {"false", "0"} else peewee.SQL("1 = 1")
+
+    def _any_of(self, name: str, value: str, risk_id: int):
+        """Match rows naming any of the comma-separated values."""
+        # The column stores names as `,a,b,`.
+        return _any([_contains(self.field(name), f",{v},") for v in value.split(",") if v])
+
+    def _text(self, name: str, value: str, risk_id: int):
+        """Match a case-insensitive substring of the column."""
+        return _contains(self.field(name), value)
+
+    def _boolean(self, name: str, value: str, risk_id: int):
+        """Match the column: `true` or `1` means true, any other value false."""
+        return self.field(name) == (value in {"true", "1"})
+
+    def _exact(self, name: str, value: str, risk_id: int):
+        """Match any of the comma-separated values exactly."""
         field = self.field(name)
-        if kind == "contains":
-            return _contains(field, value)
-        if kind == "boolean":
-            return field == (value in {"true", "1"})
-        if kind == "exact":
-            parts = value.split(",")
-            if isinstance(field, peewee.IntegerField):
-                parts = [int(p) for p in parts]
-            return field.in_(parts)
-        if kind == "reference":
-            target = self.model.REFERENCES[name]
-            uuids = [v.lower() for v in value.split(",") if "-" in v]
-            numbers = [int(v) for v in value.split(",") if "-" not in v]
-            match = target.select(target.id).where(
-                (target.risk == risk_id) & (target.uuid.in_(uuids) | target.number.in_(numbers))
-            )
-            return field.in_(match)
+        parts = value.split(",")
+        if isinstance(field, peewee.IntegerField):
+            parts = [int(p) for p in parts]
+        return field.in_(parts)
+
+    def _reference(self, name: str, value: str, risk_id: int):
+        """Match rows referring to any of the comma-separated uuids or numbers of the referenced kind."""
+        field = self.field(name)
+        target = self.model.REFERENCES[name]
+        uuids = [v.lower() for v in value.split(",") if "-" in v]
+        numbers = [int(v) for v in value.split(",") if "-" not in v]
+        match = target.select(target.id).where((target.risk == risk_id) & (target.uuid.in_(uuids) | target.number.in_(numbers)))
+        return field.in_(match)
+
+    def _range(self, name: str, value: str, risk_id: int):
+        """Match `low,high` inclusively (either may be empty); an upper date bound of a timestamp covers its whole day."""
+        field = self.field(name)
         low, _, high = value.partition(",")
         clause = peewee.SQL("1 = 1")
         if low:
@@ -137,6 +153,16 @@ class ListSpec:
             bound = moment(high, field, True)
             clause &= (field < bound) if isinstance(field, peewee.DateTimeField) and len(high) == 10 else (field <= bound)
         return clause
+
+    # The builders of each `x-filter` kind, all called as (self, name, value, risk_id).
+    _BY_KIND = {
+        "is_disabled": _is_disabled,
+        "any-of": _any_of,
+        "contains": _text,
+        "boolean": _boolean,
+        "exact": _exact,
+        "reference": _reference,
+    }
 
 
 def _any(clauses):

@@ -3,6 +3,7 @@
 import re
 
 import orjson
+from connexion.uri_parsing import OpenAPIURIParser
 from connexion.validators import AbstractRequestBodyValidator
 from connexion.validators.parameter import ParameterValidator
 from starlette.datastructures import Headers
@@ -51,8 +52,33 @@ def _too_deep(body, limit: int) -> dict:
     return {path: [f"The {path} field must not be nested more than {limit} levels deep."]}
 
 
+def _replay(receive, messages: list):
+    """Return a receive channel that hands out messages first, then what receive gives."""
+    pending = iter(messages)
+
+    async def replaying():
+        try:
+            return next(pending)
+        except StopIteration:
+            return await receive()
+
+    return replaying
+
+
+class URIParser(OpenAPIURIParser):
+    """Connexion's parser of OpenAPI 3 parameters, which also tells whether the operation takes a body."""
+
+    def __init__(self, param_defns, body_defn):
+        super().__init__(param_defns, body_defn)
+        self.has_body = bool(body_defn.get("schema"))
+
+
 class BodyValidator(AbstractRequestBodyValidator):
     """Parse a JSON body and collect its schema errors for the handler to merge with its own."""
+
+    def __init__(self, *, schema: dict, **kwargs):
+        super().__init__(schema=schema, **kwargs)
+        self.schema = schema
 
     async def wrap_receive(self, receive, *, scope):
         messages, more = [], True
@@ -68,20 +94,17 @@ class BodyValidator(AbstractRequestBodyValidator):
                 body = orjson.loads(raw)
             except orjson.JSONDecodeError as exc:
                 raise ApiError(400, f"The request body is not valid JSON: {exc}.") from None
-            errors = _too_deep(body, spec.raw()["x-max-depth"]) or compiled(self._schema).errors(body)
+            errors = _too_deep(body, spec.raw()["x-max-depth"]) or compiled(self.schema).errors(body)
         deferred = scope.get("extensions", {}).get("connexion_context", {}).get("parameter_errors")
         if deferred:
             raise ValidationFailed({**deferred, **errors})
         stash(scope, body=body, body_errors=errors)
-        return self._insert_messages(receive, messages=iter(messages)), scope
+        return _replay(receive, messages), scope
 
 
 def _names_error(kind: str, offending: list, allowed: list) -> str:
     plural = "is" if kind == "sort" else "are"
-    return (
-        f"Requested {kind}(s) `{', '.join(offending)}` {plural} not allowed. "
-        f"Allowed {kind}(s) are `{', '.join(allowed)}`."
-    )
+    return f"Requested {kind}(s) `{', '.join(offending)}` {plural} not allowed. Allowed {kind}(s) are `{', '.join(allowed)}`."
 
 
 class ParamValidator(ParameterValidator):
@@ -103,7 +126,7 @@ class ParamValidator(ParameterValidator):
             super().validate(scope)
         except ValidationFailed as exc:
             content_type = Headers(scope=scope).get("content-type", "application/json")
-            if not (self.uri_parser._body_schema and "json" in content_type.lower()):
+            if not (self.uri_parser.has_body and "json" in content_type.lower()):
                 raise
             stash(scope, parameter_errors=exc.errors)
 

@@ -1,0 +1,17 @@
+"""Connexion's private internals that the app factory relies on, in this one module.
+
+Connexion 3's FlaskApp runs Flask in a2wsgi's WSGIMiddleware with its default pool of 10 threads
+and has no option for their number: FlaskApp.add_wsgi_middleware only wraps the WSGI app inside that
+pool. tests/test_connexion_internals.py pins what this relies on, so a Connexion upgrade that changes
+it fails there, in one place.
+"""
+
+import connexion
+from a2wsgi import WSGIMiddleware
+
+__all__ = ["run_flask_in_threads"]
+
+
+def run_flask_in_threads(app: connexion.FlaskApp, threads: int) -> None:
+    """Serve app's Flask requests from a pool of `threads` threads instead of Connexion's 10."""
+    app._middleware_app.asgi_app = WSGIMiddleware(app.app.wsgi_app, workers=threads)
