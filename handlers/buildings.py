@@ -1,16 +1,6 @@
-"""Building endpoints."""
+"""Building endpoints: the risk-data list and bulk create of handlers.risk_data, for buildings."""
 
-from handlers import common
+from handlers.risk_data import endpoints
 from models.risk_data import Building
 
-
-def list_buildings(user, risk, per_page=50, cursor=None, filter=None, sort=None, include=None):
-    """List buildings."""
-    return common.list_objects(
-        "handlers.buildings.list_buildings", Building, user, risk, per_page, cursor, filter, sort, include
-    )
-
-
-def create_buildings(user, risk, include=None):
-    """Create buildings."""
-    return common.create_objects(Building, user, risk, include)
+list_buildings, create_buildings = endpoints(Building)

@@ -1,14 +1,16 @@
 """What every handler shares: the caller's risk profile, the body, lists, bulk responses."""
 
-import time
+import functools
+import threading
 import uuid
 
+import cachetools
 import flask
 import orjson
 from connexion import context
 
 from models.tenancy import Risk
-from riskapi import bulk, outbox, precognition, query, render
+from riskapi import precognition, query, spec, writes
 from riskapi.app import settings
 from riskapi.errors import ApiError
 from riskapi.pagination import Paginator, envelope
@@ -23,15 +25,17 @@ def respond(status: int, body) -> flask.Response:
 
 # Risk profiles are never re-assigned to another agency; a few seconds of caching saves a query per request.
 _RISK_TTL = 5.0
-_risks: dict = {}
+# (agency id, risk uuid) -> Risk; TTLCache is not thread-safe, and even a lookup may evict expired entries.
+_risks: cachetools.TTLCache = cachetools.TTLCache(maxsize=10000, ttl=_RISK_TTL)
+_risks_lock = threading.Lock()
 
 
 def risk_of(agency_id: int, risk_uuid: str) -> Risk:
     """Return the caller's risk profile; another agency's answers 404 like a missing one."""
-    now = time.monotonic()
-    hit = _risks.get((agency_id, risk_uuid))
-    if hit and hit[1] > now:
-        return hit[0]
+    with _risks_lock:
+        hit = _risks.get((agency_id, risk_uuid))
+    if hit is not None:
+        return hit
     try:
         uuid.UUID(risk_uuid)
     except ValueError:
@@ -39,16 +43,15 @@ def risk_of(agency_id: int, risk_uuid: str) -> Risk:
     risk = Risk.of_agency(agency_id, risk_uuid)
     if risk is None:
         raise ApiError(404, "Risk profile not found.")
-    if len(_risks) > 10000:
-        _risks.clear()
-    _risks[(agency_id, risk_uuid)] = (risk, now + _RISK_TTL)
+    with _risks_lock:
+        _risks[(agency_id, risk_uuid)] = risk
     return risk
 
 
 def body() -> tuple:
     """Return the parsed body and its schema errors."""
     ctx = context.context
-    return ctx.get("body"), bulk.Errors(ctx.get("body_errors") or {})
+    return ctx.get("body"), writes.Errors(ctx.get("body_errors") or {})
 
 
 def cursor_secret() -> bytes:
@@ -61,75 +64,29 @@ def cursor_secret() -> bytes:
     return _SECRET[0]
 
 
-def list_objects(operation_id, model, user, risk, per_page, cursor, filters, sort, include):
-    """List one kind of risk data of a risk profile, paginated by cursor."""
-    profile = risk_of(user, risk)
-    spec = _list_spec(operation_id, model)
-    rows_query = spec.apply(render.select(model).where(model.risk == profile.id), profile.id, filters)
-    paginator = Paginator(spec.keys(sort), spec.signature_of(sort), cursor_secret())
-    rows, next_cursor, prev_cursor = paginator.page(rows_query, per_page, cursor)
-    items = render.envelopes(model, rows, include)
-    args = list(flask.request.args.items(multi=True))
-    return respond(200, envelope(items, per_page, next_cursor, prev_cursor, flask.request.base_url, args))
+def list_page(model, rows_query, scope_id: int, per_page: int, cursor, filters, sort, render_rows) -> flask.Response:
+    """Answer one page of the request's list operation: the spec's filters and sorts, a signed cursor, Laravel's envelope.
 
-
-_SPECS: dict = {}
-
-
-def _list_spec(operation_id, model) -> query.ListSpec:
-    if operation_id not in _SPECS:
-        _SPECS[operation_id] = query.ListSpec(operation_id, model)
-    return _SPECS[operation_id]
-
-
-def bulk_write(status: int, plan, apply) -> flask.Response:
-    """Check a bulk body (schema errors, then plan's database rules); answer a dry-run, or apply it atomically.
-
-    plan(payload, errors) records what breaks a rule and returns what to write; apply(planned) writes it
-    and returns the response items. Both run again inside the transaction, so the checks see what they guard.
+    render_rows(rows) turns the page's rows into its items; scope_id is what reference filters look up within.
     """
+    listing = _listing(spec.function_name(context.operation.operation_id), model)
+    rows_query = listing.apply(rows_query, scope_id, filters)
+    paginator = Paginator(listing.keys(sort), listing.signature_of(sort), cursor_secret())
+    rows, next_cursor, prev_cursor = paginator.page(rows_query, per_page, cursor)
+    args = list(flask.request.args.items(multi=True))
+    return respond(200, envelope(render_rows(rows), per_page, next_cursor, prev_cursor, flask.request.base_url, args))
+
+
+@functools.cache
+def _listing(operation: str, model) -> query.ListSpec:
+    # Named by the operation's function, so that its cursors cannot be replayed on another list.
+    return query.ListSpec(operation, model)
+
+
+def bulk_write(status: int, write: writes.Write) -> flask.Response:
+    """Answer a bulk write on its one path (riskapi.writes): a dry-run only checks it, otherwise it is applied atomically."""
     payload, errors = body()
     if precognition.is_precognitive(flask.request.headers):
-        plan(payload, errors)
-        bulk.fail_if(errors)
+        writes.check(write, payload, errors)
         return precognition.passed()
-
-    def work():
-        attempt = bulk.Errors(errors)
-        planned = plan(payload, attempt)
-        bulk.fail_if(attempt)
-        return apply(planned)
-
-    return respond(status, {"data": bulk.transaction(work)})
-
-
-def create_objects(model, user, risk, include):
-    """Create risk data of one kind in bulk, atomically."""
-    profile = risk_of(user, risk)
-
-    def apply(rows):
-        created = _created(model, bulk.insert(model, profile, rows), include)
-        emit(profile, created, "created")
-        return created
-
-    return bulk_write(201, lambda payload, errors: bulk.plan_create(model, profile, payload, errors), apply)
-
-
-def emit(profile, changed: list[dict], action: str) -> None:
-    """Record one event per changed object, in the write's transaction."""
-    by_event: dict = {}
-    for item in changed:
-        if item["object"] != "address":
-            by_event.setdefault(f"{item['object']}.{action}", []).append({**item, "risk": str(profile.uuid)})
-    for event, payloads in by_event.items():
-        outbox.record(profile.agency_id, event, payloads)
-
-
-def _created(model, stored: list[dict], include) -> list[dict]:
-    """Render freshly inserted rows; references' UUIDs are read back in one query each."""
-    for name, target in model.REFERENCES.items():
-        ids = {row[name] for row in stored if row[name] is not None}
-        uuids = dict(target.select(target.id, target.uuid).where(target.id.in_(list(ids))).tuples()) if ids else {}
-        for row in stored:
-            row[f"{name}_uuid"] = uuids.get(row[name])
-    return render.envelopes(model, stored, include)
+    return respond(status, {"data": writes.run(write, payload, errors)})

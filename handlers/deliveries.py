@@ -2,19 +2,13 @@
 
 import uuid
 
-import flask
-
 import models
 from handlers import common
 from handlers.webhooks import webhook_of
 from models.webhooks import FAILED, PENDING, Attempt, Delivery, Event
-from riskapi import bulk, query
+from riskapi import query, writes
 from riskapi.errors import ApiError
-from riskapi.pagination import Paginator, envelope
-from riskapi.render import timestamp
-
-LIST_OPERATION = "handlers.deliveries.list_deliveries"
-_spec: list = []
+from riskapi.render import envelope, timestamp, values
 
 
 def _select():
@@ -24,21 +18,13 @@ def _select():
 def render(row: dict, attempts: list[dict]) -> dict:
     """Return a delivery row in the common envelope."""
     pending = row["status"] == PENDING and row["next_attempt"] is not None
-    return {
-        "object": "delivery",
-        "uuid": str(row["uuid"]),
-        "data": {
-            "event": row["event"],
-            "event_id": str(row["event_uuid"]),
-            "status": row["status"],
-            "attempts": [
-                {"at": timestamp(a["at"]), "status": a["status"], "error": a["error"], "duration_ms": a["duration_ms"]}
-                for a in attempts
-            ],
-            "next_attempt": timestamp(row["next_attempt"]) if pending else None,
-        },
-        "meta": {"created": timestamp(row["created"]), "updated": timestamp(row["updated"])},
+    shown = {
+        **row,
+        "event_id": row["event_uuid"],
+        "attempts": [values("DeliveryAttempt", attempt) for attempt in attempts],
+        "next_attempt": row["next_attempt"] if pending else None,
     }
+    return envelope(Delivery, shown)
 
 
 def _attempts(ids: list[int]) -> dict:
@@ -50,19 +36,16 @@ def _attempts(ids: list[int]) -> dict:
     return found
 
 
-def list_deliveries(user, webhook, per_page=50, cursor=None, filter=None, sort=None):
+def list_deliveries(user, webhook, per_page, cursor=None, filter=None, sort=None):
     """List a webhook's deliveries, newest first."""
     hook = webhook_of(user, webhook)
-    if not _spec:
-        _spec.append(query.ListSpec(LIST_OPERATION, Delivery))
-    spec = _spec[0]
-    rows_query = spec.apply(_select().where(Delivery.webhook == hook.id).dicts(), user, filter)
-    paginator = Paginator(spec.keys(sort), spec.signature_of(sort), common.cursor_secret())
-    rows, next_cursor, prev_cursor = paginator.page(rows_query, per_page, cursor)
+    rows = _select().where(Delivery.webhook == hook.id).dicts()
+    return common.list_page(Delivery, rows, user, per_page, cursor, filter, sort, _render_page)
+
+
+def _render_page(rows: list[dict]) -> list[dict]:
     attempts = _attempts([row["id"] for row in rows])
-    items = [render(row, attempts[row["id"]]) for row in rows]
-    args = list(flask.request.args.items(multi=True))
-    return common.respond(200, envelope(items, per_page, next_cursor, prev_cursor, flask.request.base_url, args))
+    return [render(row, attempts[row["id"]]) for row in rows]
 
 
 def redeliver(user, webhook, delivery):
@@ -87,11 +70,11 @@ def redeliver(user, webhook, delivery):
 def recover_deliveries(user, webhook):
     """Queue a new round of attempts for every failed delivery of a webhook created in a window."""
     payload, errors = common.body()
-    bulk.fail_if(errors)
+    writes.fail_if(errors)
     since = query.moment(payload["since"], Delivery.created, upper=False)
     until = query.moment(payload["until"], Delivery.created, upper=False) if payload.get("until") else None
     if until is not None and until <= since:
-        bulk.fail_if(bulk.Errors({"until": ["The until field must be a date after since."]}))
+        writes.fail_if(writes.Errors({"until": ["The until field must be a date after since."]}))
     with models.atomic():
         hook = webhook_of(user, webhook)
         if hook.disabled is not None:

@@ -1,16 +1,6 @@
-"""Driver endpoints."""
+"""Driver endpoints: the risk-data list and bulk create of handlers.risk_data, for drivers."""
 
-from handlers import common
+from handlers.risk_data import endpoints
 from models.risk_data import Driver
 
-
-def list_drivers(user, risk, per_page=50, cursor=None, filter=None, sort=None, include=None):
-    """List drivers."""
-    return common.list_objects(
-        "handlers.drivers.list_drivers", Driver, user, risk, per_page, cursor, filter, sort, include
-    )
-
-
-def create_drivers(user, risk, include=None):
-    """Create drivers."""
-    return common.create_objects(Driver, user, risk, include)
+list_drivers, create_drivers = endpoints(Driver)

@@ -1,16 +1,6 @@
-"""Premise endpoints."""
+"""Premise endpoints: the risk-data list and bulk create of handlers.risk_data, for premises."""
 
-from handlers import common
+from handlers.risk_data import endpoints
 from models.risk_data import Premise
 
-
-def list_premises(user, risk, per_page=50, cursor=None, filter=None, sort=None):
-    """List premises."""
-    return common.list_objects(
-        "handlers.premises.list_premises", Premise, user, risk, per_page, cursor, filter, sort, None
-    )
-
-
-def create_premises(user, risk):
-    """Create premises."""
-    return common.create_objects(Premise, user, risk, None)
+list_premises, create_premises = endpoints(Premise)

@@ -1,31 +1,36 @@
-"""Bulk update and delete of risk data of any kind."""
+"""Risk data of every kind: each kind's list and bulk create, and the bulk update and delete of any kind."""
+
+import functools
 
 from handlers import common
-from riskapi import bulk
+from riskapi import render, risk_writes, writes
+
+
+def endpoints(model) -> tuple:
+    """Return the list and create operations of one kind of risk data (the spec gives each kind its own path)."""
+
+    def list_kind(user, risk, per_page, cursor=None, filter=None, sort=None, include=None):
+        profile = common.risk_of(user, risk)
+        rows = render.select(model).where(model.risk == profile.id)
+        shown = functools.partial(render.envelopes, model, include=include)
+        return common.list_page(model, rows, profile.id, per_page, cursor, filter, sort, shown)
+
+    def create_kind(user, risk, include=None):
+        return common.bulk_write(201, risk_writes.Create(model, common.risk_of(user, risk), include))
+
+    list_kind.__doc__ = f"List {model.OBJECT}s."
+    create_kind.__doc__ = f"Create {model.OBJECT}s in bulk, atomically."
+    return list_kind, create_kind
 
 
 def update_risk_data(user, risk):
     """Update risk data."""
-    profile = common.risk_of(user, risk)
-
-    def apply(plan):
-        updated = bulk.apply_update(profile, plan)
-        common.emit(profile, updated, "updated")
-        return updated
-
-    return common.bulk_write(200, lambda payload, errors: bulk.plan_update(profile, payload, errors), apply)
+    return common.bulk_write(200, risk_writes.Update(common.risk_of(user, risk)))
 
 
 def delete_risk_data(user, risk):
     """Delete risk data."""
-    profile = common.risk_of(user, risk)
-
-    def apply(plan):
-        deleted = bulk.apply_delete(profile, plan)
-        common.emit(profile, deleted, "deleted")
-        return deleted
-
-    return common.bulk_write(200, lambda payload, errors: bulk.plan_delete(profile, payload, errors), apply)
+    return common.bulk_write(200, risk_writes.Delete(common.risk_of(user, risk)))
 
 
 def override_risk_data(user, risk):
@@ -34,4 +39,4 @@ def override_risk_data(user, risk):
     _, errors = common.body()
     if not errors:
         errors.add("_method", "The _method field is required.")
-    bulk.fail_if(errors)
+    writes.fail_if(errors)

@@ -3,55 +3,38 @@
 import datetime
 import uuid
 
-import flask
-
 import models
 from handlers import common
 from jobs.signing import generate_secret
 from models import utcnow
 from models.tenancy import Agency
 from models.webhooks import Webhook, pack_events, unpack_events
-from riskapi import bulk, outbox, query
+from riskapi import outbox, writes
 from riskapi.app import settings
 from riskapi.errors import ApiError
-from riskapi.pagination import Paginator, envelope
-from riskapi.render import timestamp
+from riskapi.render import envelope
 from riskapi.webhook_urls import normalise, url_problem
-
-LIST_OPERATION = "handlers.webhooks.list_webhooks"
-_spec: list = []
-
 
 # ---- rendering and lookup -------------------------------------------------------------------------
 
 
 def render(row: dict) -> dict:
     """Return a webhook row (as a dict) in the common envelope."""
-    return {
-        "object": "webhook",
-        "uuid": str(row["uuid"]),
-        "data": {
-            "type": row["type"],
-            "description": row["description"],
-            "url": row["url"],
-            "events": unpack_events(row["events"]),
-            "disabled": timestamp(row["disabled"]) if row["disabled"] else None,
-        },
-        "meta": {
-            "created": timestamp(row["created"]),
-            "updated": timestamp(row["updated"]),
-            "signing_secret": row["secret"],
-            "previous_secret_valid_until": _previous_valid_until(row),
-        },
+    shown = {
+        **row,
+        "events": unpack_events(row["events"]),
+        "signing_secret": row["secret"],
+        "previous_secret_valid_until": _previous_valid_until(row),
     }
+    return envelope(Webhook, shown)
 
 
-def _previous_valid_until(row: dict) -> str | None:
+def _previous_valid_until(row: dict):
     """Return until when the secret replaced by rotate-secret still signs webhook-signature; None once it does not."""
     until = row.get("previous_secret_expires")
     if not row.get("previous_secret") or until is None or until <= utcnow():
         return None
-    return timestamp(until)
+    return until
 
 
 def webhook_of(agency_id: int, webhook_uuid: str) -> Webhook:
@@ -70,7 +53,7 @@ def _rows(ids) -> dict:
     return {row["id"]: row for row in Webhook.select().where(Webhook.id.in_(list(ids))).dicts()}
 
 
-def _check_url(values: dict, path: str, errors: bulk.Errors) -> str | None:
+def _check_url(values: dict, path: str, errors: writes.Errors) -> str | None:
     """Record why an item's url is refused; return the normalised url to store (the one delivery sends), or None."""
     url = values.get("url")
     if not (isinstance(url, str) and errors.clean(path)):
@@ -82,96 +65,118 @@ def _check_url(values: dict, path: str, errors: bulk.Errors) -> str | None:
     return normalise(url)
 
 
-# ---- plans: every check that needs the database, before anything is written ------------------------
+# ---- writes: every check that needs the database, then the write (the path is riskapi.writes) ---------
 
 
-def _items(payload) -> list:
-    items = payload.get("data") if isinstance(payload, dict) else None
-    return items if isinstance(items, list) else []
+class _Write:
+    """A bulk write of an agency's webhooks."""
 
+    def __init__(self, agency_id: int):
+        self.agency_id = agency_id
 
-def _entries(payload):
-    for i, item in enumerate(_items(payload)):
-        if isinstance(item, dict) and isinstance(item.get("data", {}), dict):
-            yield i, item, item.get("data") or {}
+    def _existing(self, payload, errors: writes.Errors) -> dict:
+        """Map item index to the agency's webhook row its uuid names; report unknown and repeated ones."""
+        listed = [(i, item) for i, item in enumerate(writes.items(payload)) if isinstance(item, dict)]
+        return writes.existing(listed, self._rows_of, errors, "The selected {} is invalid.")
 
-
-def _plan_create(agency_id: int, payload, errors: bulk.Errors) -> list[dict]:
-    entries = list(_entries(payload))
-    urls = {i: _check_url(values, f"data.{i}.data.url", errors) for i, _, values in entries}
-    if errors:
-        return []
-    now = utcnow()
-    return [
-        {
-            "uuid": uuid.uuid4(),
-            "agency": agency_id,
-            "type": values["type"],
-            "description": values.get("description"),
-            "url": urls[i],
-            "events": pack_events(values["events"]),
-            "secret": generate_secret(),
-            "disabled": None,
-            "failures": 0,
-            "created": now,
-            "updated": now,
-        }
-        for i, _, values in entries
-    ]
-
-
-def _existing(agency_id: int, payload, errors: bulk.Errors) -> dict:
-    """Map item index to the agency's webhook row its uuid names; report unknown and repeated ones."""
-    wanted = [(i, item.get("uuid")) for i, item in enumerate(_items(payload)) if isinstance(item, dict)]
-    wanted = [(i, value) for i, value in wanted if isinstance(value, str) and errors.clean(f"data.{i}.uuid")]
-    uuids = [value.lower() for _, value in wanted]
-    rows = {}
-    if uuids:
-        query_ = Webhook.select().where((Webhook.agency == agency_id) & Webhook.uuid.in_(uuids)).dicts()
+    def _rows_of(self, uuids: list[str]) -> dict:
+        rows = Webhook.select().where((Webhook.agency == self.agency_id) & Webhook.uuid.in_(uuids)).dicts()
         if not models.is_sqlite():  # a concurrent PATCH or DELETE of the same webhooks waits for this one
-            query_ = query_.order_by(Webhook.id).for_update()
-        rows = {str(row["uuid"]): row for row in query_}
-    found, seen = {}, set()
-    for i, value in wanted:
-        path, key = f"data.{i}.uuid", value.lower()
-        if key in seen:
-            errors.add(path, f"The {path} field has a duplicate value.")
-        elif key not in rows:
-            errors.add(path, f"The selected {path} is invalid.")
-        else:
-            found[i] = rows[key]
-        seen.add(key)
-    return found
+            rows = rows.order_by(Webhook.id).for_update()
+        return {str(row["uuid"]): row for row in rows}
 
 
-def _plan_update(agency_id: int, payload, errors: bulk.Errors) -> list[tuple]:
-    """Return [(index, current row, changes)] of a valid update."""
-    found = _existing(agency_id, payload, errors)
-    now = utcnow()
-    plan = []
-    for i, _, values in _entries(payload):
-        url = _check_url(values, f"data.{i}.data.url", errors)
-        current = found.get(i)
-        if current is None:
-            continue
-        path = f"data.{i}.data.type"
-        if "type" in values and values["type"] != current["type"] and errors.clean(path):
-            errors.add(path, f"The {path} field cannot be changed; delete the webhook and create another.")
-        changes = {}
-        if url is not None:
-            changes["url"] = url
-        if "description" in values:
-            changes["description"] = values["description"]
-        if "events" in values and isinstance(values["events"], list):
-            changes["events"] = pack_events(values["events"])
-        if "disabled" in values:
-            if values["disabled"] is True and current["disabled"] is None:
-                changes["disabled"] = now
-            elif values["disabled"] is not True and current["disabled"] is not None:
-                changes["disabled"] = None
-                changes["failures"] = 0
-        plan.append((i, current, changes))
-    return plan
+class _Create(_Write):
+    """Create webhooks: each gets its own signing secret; the agency's plan caps the active ones."""
+
+    def plan(self, payload, errors: writes.Errors) -> list[dict]:
+        entries = list(writes.entries(writes.items(payload)))
+        urls = {i: _check_url(values, f"data.{i}.data.url", errors) for i, _, values in entries}
+        if errors:
+            return []
+        now = utcnow()
+        return [
+            {
+                "uuid": uuid.uuid4(),
+                "agency": self.agency_id,
+                "type": values["type"],
+                "description": values.get("description"),
+                "url": urls[i],
+                "events": pack_events(values["events"]),
+                "secret": generate_secret(),
+                "disabled": None,
+                "failures": 0,
+                "created": now,
+                "updated": now,
+            }
+            for i, _, values in entries
+        ]
+
+    def apply(self, rows: list[dict]) -> list[dict]:
+        _check_limit(self.agency_id, len(rows))
+        ids = Webhook.insert_many(rows).returning(Webhook.id).tuples().execute()
+        for row, (new_id,) in zip(rows, ids, strict=True):
+            row["id"] = new_id
+        return [render(row) for row in rows]
+
+
+class _Update(_Write):
+    """Update webhooks: the type stays; re-enabling counts against the agency's plan."""
+
+    def plan(self, payload, errors: writes.Errors) -> list[tuple]:
+        """Return [(index, current row, changes)] of a valid update."""
+        found = self._existing(payload, errors)
+        now = utcnow()
+        plan = []
+        for i, _, values in writes.entries(writes.items(payload)):
+            url = _check_url(values, f"data.{i}.data.url", errors)
+            current = found.get(i)
+            if current is None:
+                continue
+            path = f"data.{i}.data.type"
+            if "type" in values and values["type"] != current["type"] and errors.clean(path):
+                errors.add(path, f"The {path} field cannot be changed; delete the webhook and create another.")
+            plan.append((i, current, _changes(values, current, url, now)))
+        return plan
+
+    def apply(self, plan: list[tuple]) -> list[dict]:
+        enabling = sum(1 for _, _, changes in plan if "disabled" in changes and changes["disabled"] is None)
+        disabling = sum(1 for _, _, changes in plan if changes.get("disabled") is not None)
+        _check_limit(self.agency_id, enabling - disabling)
+        now = utcnow()
+        for _, current, changes in plan:
+            Webhook.update(**changes, updated=now).where(Webhook.id == current["id"]).execute()
+        rows = _rows(current["id"] for _, current, _ in plan)
+        return [render(rows[current["id"]]) for _, current, _ in plan]
+
+
+class _Delete(_Write):
+    """Delete webhooks named by uuid."""
+
+    def plan(self, payload, errors: writes.Errors) -> dict:
+        return self._existing(payload, errors)
+
+    def apply(self, found: dict) -> list[dict]:
+        Webhook.delete().where(Webhook.id.in_([row["id"] for row in found.values()])).execute()
+        return [{"object": "webhook", "uuid": str(found[i]["uuid"])} for i in sorted(found)]
+
+
+def _changes(values: dict, current: dict, url: str | None, now) -> dict:
+    """Return the columns an update item changes."""
+    changes = {}
+    if url is not None:
+        changes["url"] = url
+    if "description" in values:
+        changes["description"] = values["description"]
+    if "events" in values and isinstance(values["events"], list):
+        changes["events"] = pack_events(values["events"])
+    if "disabled" in values:
+        if values["disabled"] is True and current["disabled"] is None:
+            changes["disabled"] = now
+        elif values["disabled"] is not True and current["disabled"] is not None:
+            changes["disabled"] = None
+            changes["failures"] = 0
+    return changes
 
 
 def _check_limit(agency_id: int, adding: int) -> None:
@@ -194,56 +199,25 @@ def _check_limit(agency_id: int, adding: int) -> None:
 # ---- operations -----------------------------------------------------------------------------------
 
 
-def list_webhooks(user, per_page=50, cursor=None, filter=None, sort=None):
+def list_webhooks(user, per_page, cursor=None, filter=None, sort=None):
     """List the agency's webhooks."""
-    if not _spec:
-        _spec.append(query.ListSpec(LIST_OPERATION, Webhook))
-    spec = _spec[0]
-    rows_query = spec.apply(Webhook.select().where(Webhook.agency == user).dicts(), user, filter)
-    paginator = Paginator(spec.keys(sort), spec.signature_of(sort), common.cursor_secret())
-    rows, next_cursor, prev_cursor = paginator.page(rows_query, per_page, cursor)
-    args = list(flask.request.args.items(multi=True))
-    page = envelope([render(row) for row in rows], per_page, next_cursor, prev_cursor, flask.request.base_url, args)
-    return common.respond(200, page)
+    rows = Webhook.select().where(Webhook.agency == user).dicts()
+    return common.list_page(Webhook, rows, user, per_page, cursor, filter, sort, lambda page: [render(row) for row in page])
 
 
 def create_webhooks(user):
     """Create webhooks."""
-
-    def apply(rows):
-        _check_limit(user, len(rows))
-        ids = Webhook.insert_many(rows).returning(Webhook.id).tuples().execute()
-        for row, (new_id,) in zip(rows, ids, strict=True):
-            row["id"] = new_id
-        return [render(row) for row in rows]
-
-    return common.bulk_write(201, lambda payload, errors: _plan_create(user, payload, errors), apply)
+    return common.bulk_write(201, _Create(user))
 
 
 def update_webhooks(user):
     """Update webhooks."""
-
-    def apply(plan):
-        enabling = sum(1 for _, _, changes in plan if "disabled" in changes and changes["disabled"] is None)
-        disabling = sum(1 for _, _, changes in plan if changes.get("disabled") is not None)
-        _check_limit(user, enabling - disabling)
-        now = utcnow()
-        for _, current, changes in plan:
-            Webhook.update(**changes, updated=now).where(Webhook.id == current["id"]).execute()
-        rows = _rows(current["id"] for _, current, _ in plan)
-        return [render(rows[current["id"]]) for _, current, _ in plan]
-
-    return common.bulk_write(200, lambda payload, errors: _plan_update(user, payload, errors), apply)
+    return common.bulk_write(200, _Update(user))
 
 
 def delete_webhooks(user):
     """Delete webhooks; their pending deliveries go with them."""
-
-    def apply(found):
-        Webhook.delete().where(Webhook.id.in_([row["id"] for row in found.values()])).execute()
-        return [{"object": "webhook", "uuid": str(found[i]["uuid"])} for i in sorted(found)]
-
-    return common.bulk_write(200, lambda payload, errors: _existing(user, payload, errors), apply)
+    return common.bulk_write(200, _Delete(user))
 
 
 def rotate_secret(user, webhook):

@@ -1,64 +1,23 @@
-"""Bulk writes of risk data: the rules that need the database, then one atomic write."""
+"""Bulk writes of risk data: the rules that need the database, then what is written."""
 
 import uuid
 
 import peewee
 
-from models import atomic, utcnow
+from models import utcnow
 from models.risk_data import KINDS, Address, Building, Driver, Premise
-from riskapi import render, spec
-from riskapi.errors import ApiError, ValidationFailed
+from riskapi import render, spec, writes
+from riskapi.errors import ValidationFailed
 from riskapi.request_validators import compiled
 from riskapi.validation import parse_date
+from riskapi.writes import Errors, fail_if, transaction  # noqa: F401 (tests name them bulk.*)
 
 NOT_FOUND = "The {} could not be found in the risk profile."
 NO_NUMBER_LEFT = "The {} could not be assigned: the risk profile's numbers reach {}; give a free number."
 # The spec's bound of numbers: PostgreSQL's integer, so that auto-numbering never overflows the column.
 MAX_NUMBER = spec.schema("Number")["maximum"]
-# PostgreSQL's deadlock_detected and serialization_failure: the transaction can simply run again.
-_RETRYABLE = {"40P01", "40001"}
 # Children first, so that restrictive foreign keys never see a dangling row.
 DELETE_ORDER = ("building", "address", "driver", "vehicle", "premise")
-
-
-class Errors(dict):
-    """Validation errors keyed by dotted path."""
-
-    def add(self, path: str, message: str) -> None:
-        """Record one message for a path."""
-        messages = self.setdefault(path, [])
-        if message not in messages:
-            messages.append(message)
-
-    def clean(self, path: str) -> bool:
-        """Tell whether nothing at or under path is already in error."""
-        prefix = path + "."
-        return path not in self and not any(key.startswith(prefix) for key in self)
-
-
-def transaction(work):
-    """Run work in a write transaction, again when a concurrent writer took a unique number or deadlocked."""
-    for _ in range(8):
-        try:
-            with atomic():
-                return work()
-        except peewee.IntegrityError:
-            continue
-        except peewee.OperationalError as exc:
-            if getattr(getattr(exc, "orig", exc), "pgcode", None) not in _RETRYABLE:
-                raise
-    raise ApiError(409, "The request conflicted with concurrent writes; please retry.")
-
-
-def _items(body) -> list:
-    items = body.get("data") if isinstance(body, dict) else None
-    return items if isinstance(items, list) else []
-
-
-def _dicts(items):
-    for i, item in enumerate(items):
-        if isinstance(item, dict) and isinstance(item.get("data", {}), dict):
-            yield i, item, item.get("data") or {}
 
 
 def _is_int(value) -> bool:
@@ -118,9 +77,9 @@ def check_numbers(model, risk, numbered, errors: Errors) -> None:
 
 def plan_create(model, risk, body, errors: Errors) -> list:
     """Check a create request against the database; return its rows."""
-    items = _items(body)
-    check_profile_type(risk, items, errors)
-    entries = list((i, d) for i, _, d in _dicts(items))
+    listed = writes.items(body)
+    check_profile_type(risk, listed, errors)
+    entries = [(i, d) for i, _, d in writes.entries(listed)]
     numbered = [
         (i, d["number"], None) for i, d in entries if _is_int(d.get("number")) and errors.clean(f"data.{i}.data.number")
     ]
@@ -176,10 +135,10 @@ def insert(model, risk, rows: list) -> list[dict]:
 
 def plan_update(risk, body, errors: Errors) -> list:
     """Check an update request against the database; return [(index, model, id, values, refs)]."""
-    items = _items(body)
-    check_profile_type(risk, items, errors)
+    listed = writes.items(body)
+    check_profile_type(risk, listed, errors)
     by_kind: dict = {}
-    for i, item, values in _dicts(items):
+    for i, item, values in writes.entries(listed):
         if isinstance(item.get("object"), str) and item["object"] in KINDS:
             by_kind.setdefault(item["object"], []).append((i, item, values))
     plan = []
@@ -201,24 +160,9 @@ def plan_update(risk, body, errors: Errors) -> list:
     return sorted(plan, key=lambda step: step[0])
 
 
-def _existing(model, risk, entries, errors: Errors) -> dict:
-    """Map item indexes to ids of the objects that exist; report the rest and repeats."""
-    wanted = [
-        (i, item["uuid"]) for i, item in entries if isinstance(item.get("uuid"), str) and errors.clean(f"data.{i}.uuid")
-    ]
-    known = model.ids_by_uuid(risk.id, [u for _, u in wanted], lock=True)
-    ids, seen = {}, set()
-    for i, value in wanted:
-        path = f"data.{i}.uuid"
-        key = str(value).lower()
-        if key in seen:
-            errors.add(path, f"The {path} field has a duplicate value.")
-        elif key not in known:
-            errors.add(path, NOT_FOUND.format(path))
-        else:
-            ids[i] = known[key]
-        seen.add(key)
-    return ids
+def _existing(model, risk, listed, errors: Errors) -> dict:
+    """Map item indexes to ids of the objects that exist (locked until the write ends); report the rest and repeats."""
+    return writes.existing(listed, lambda uuids: model.ids_by_uuid(risk.id, uuids, lock=True), errors, NOT_FOUND)
 
 
 def _check_nested_addresses(found, ids, errors: Errors) -> None:
@@ -290,14 +234,14 @@ def _write_nested_address(risk, driver_id: int, nested, now) -> None:
 
 def plan_delete(risk, body, errors: Errors) -> list:
     """Check a delete request; return [(index, model, id, uuid)] in a safe order."""
-    items = _items(body)
-    check_profile_type(risk, items, errors)
+    listed = writes.items(body)
+    check_profile_type(risk, listed, errors)
     plan = []
     for kind in DELETE_ORDER:
         model = KINDS[kind]
-        entries = [(i, item) for i, item in enumerate(items) if isinstance(item, dict) and item.get("object") == kind]
-        ids = _existing(model, risk, entries, errors)
-        plan.extend((i, model, object_id, items[i]["uuid"]) for i, object_id in ids.items())
+        of_kind = [(i, item) for i, item in enumerate(listed) if isinstance(item, dict) and item.get("object") == kind]
+        ids = _existing(model, risk, of_kind, errors)
+        plan.extend((i, model, object_id, listed[i]["uuid"]) for i, object_id in ids.items())
     premises = {object_id: i for i, model, object_id, _ in plan if model is Premise}
     if premises:
         going = {object_id for _, model, object_id, _ in plan if model is Building}
@@ -317,9 +261,3 @@ def apply_delete(risk, plan: list) -> list[dict]:
         {"object": model.OBJECT, "uuid": str(value).lower(), "profile_type": risk.type}
         for _, model, _, value in sorted(plan, key=lambda step: step[0])
     ]
-
-
-def fail_if(errors: Errors) -> None:
-    """Raise ValidationFailed when any error was found."""
-    if errors:
-        raise ValidationFailed(dict(errors))

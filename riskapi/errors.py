@@ -44,14 +44,11 @@ def json_response(status: int, body, headers=None) -> ConnexionResponse:
 
 
 def validation_response(request, errors: dict, selectable: bool = True) -> ConnexionResponse:
-    """Answer 422 with every error, or 204 when a dry-run's selected fields pass."""
-    headers = {}
-    if precognition.is_precognitive(request.headers):
-        if selectable:
-            errors = precognition.select_errors(errors, precognition.validate_only(request.headers))
-        if not errors:
-            return precognition.passed_asgi()
-        headers["Precognition-Success"] = "false"
+    """Answer 422 with the errors, or 204 when a dry-run's selected fields pass (riskapi.precognition)."""
+    judged = precognition.judge(request.headers, errors, selectable)
+    if judged is None:
+        return precognition.passed_asgi()
+    errors, headers = judged
     body = {"message": errors, "errors": errors, "status": 422, "validation": True}
     return json_response(422, body, headers)
 

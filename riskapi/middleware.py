@@ -6,10 +6,12 @@ from urllib.parse import parse_qsl, urlencode
 import orjson
 from starlette.datastructures import Headers, MutableHeaders
 
+from riskapi import precognition, spec
 from riskapi.errors import ApiError, ValidationFailed
 
-_METHODS = {"PATCH", "DELETE"}
-_OVERRIDABLE = re.compile(r"^/api/v1/risks/[^/]+/data/?$")
+# What a POST may stand for, and where: the spec's overrideRiskData.
+_METHODS = set(spec.schema("MethodOverride")["enum"])
+_OVERRIDABLE = spec.path_pattern("overrideRiskData")
 
 
 class HeadersMiddleware:
@@ -22,7 +24,7 @@ class HeadersMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        precognitive = Headers(scope=scope).get("precognition", "").lower() == "true"
+        precognitive = precognition.is_precognitive(Headers(scope=scope))
 
         async def send_with_headers(message):
             if message["type"] == "http.response.start":

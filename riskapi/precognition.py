@@ -46,6 +46,19 @@ def select_errors(errors: dict, only: list[str]) -> dict:
     return {path: messages for path, messages in errors.items() if "." not in path or wanted(path)}
 
 
+def judge(headers, errors: dict, selectable: bool = True) -> tuple[dict, dict] | None:
+    """Return (errors, response headers) a request answers 422 with, or None when a dry-run's selected fields pass.
+
+    A dry-run answers only for the body fields Precognition-Validate-Only selects (selectable=False:
+    parameter errors, which always stand) and says that it failed; any other request answers every error.
+    """
+    if not is_precognitive(headers):
+        return errors, {}
+    if selectable:
+        errors = select_errors(errors, validate_only(headers))
+    return (errors, {"Precognition-Success": "false"}) if errors else None
+
+
 def passed() -> flask.Response:
     """Answer a dry-run that passed: 204 with no body, so no Content-Type (fetch clients parse one)."""
     response = flask.Response(status=204, headers={"Precognition-Success": "true"})
@@ -91,7 +104,6 @@ def resolve(operation_id: str):
     """
     from connexion.utils import get_function_from_name
 
-    from riskapi.spec import snake_case
+    from riskapi.spec import function_name
 
-    module, _, name = operation_id.rpartition(".")
-    return guard(get_function_from_name(f"{module}.{snake_case(name)}" if module else snake_case(name)))
+    return guard(get_function_from_name(function_name(operation_id)))

@@ -1,7 +1,8 @@
-"""The common object envelope: {object, uuid, data, meta, relations}."""
+"""The common object envelope, {object, uuid, data, meta, relations}, laid out by the spec's response schemas."""
 
 import datetime
 import functools
+import uuid
 
 import peewee
 
@@ -15,10 +16,52 @@ def timestamp(value: datetime.datetime) -> str:
     return value.replace(tzinfo=UTC).isoformat()
 
 
+def value(stored):
+    """Return a stored value as JSON shows it: times in UTC with their offset, dates and UUIDs as strings."""
+    if isinstance(stored, datetime.datetime):
+        return timestamp(stored)
+    if isinstance(stored, datetime.date):
+        return stored.isoformat()
+    if isinstance(stored, uuid.UUID):
+        return str(stored)
+    return stored
+
+
+def _properties(schema_name: str, part: str) -> tuple[str, ...]:
+    return tuple(spec.schema(schema_name)["properties"].get(part, {}).get("properties", {}))
+
+
 @functools.cache
 def fields(model) -> tuple[str, ...]:
     """Return the `data` properties of a model's response schema in the spec."""
     return spec.data_fields(model.__name__)
+
+
+@functools.cache
+def _meta(model) -> tuple[str, ...]:
+    return _properties(model.__name__, "meta")
+
+
+@functools.cache
+def _relations(model) -> tuple[str, ...] | None:
+    """Return the names in a model's `relations`, or None when its schema has no `relations`."""
+    if "relations" not in spec.schema(model.__name__)["properties"]:
+        return None
+    return _properties(model.__name__, "relations")
+
+
+def _references(model) -> dict:
+    return getattr(model, "REFERENCES", {})
+
+
+@functools.cache
+def _names(schema_name: str) -> tuple[str, ...]:
+    return tuple(spec.schema(schema_name)["properties"])
+
+
+def values(schema_name: str, row: dict) -> dict:
+    """Return the properties of a schema found in a row, in the schema's order."""
+    return {name: value(row.get(name)) for name in _names(schema_name)}
 
 
 def select(model):
@@ -33,25 +76,25 @@ def select(model):
 
 
 def data(model, row: dict) -> dict:
-    """Return the `data` of a row."""
+    """Return the `data` of a row; a reference shows the UUID of the object it names."""
+    references = _references(model)
     out = {}
     for name in fields(model):
-        if name in model.REFERENCES:
+        if name in references:
             ref = row.get(f"{name}_uuid")
             out[name] = str(ref) if ref is not None else None
-            continue
-        value = row.get(name)
-        out[name] = value.isoformat() if isinstance(value, datetime.date) else value
+        else:
+            out[name] = value(row.get(name))
     return out
 
 
 def envelope(model, row: dict, relations: dict | None = None) -> dict:
-    """Return a row in the common envelope."""
+    """Return a row in the common envelope; `meta` holds what the model's schema lists there."""
     out = {
         "object": model.OBJECT,
         "uuid": str(row["uuid"]),
         "data": data(model, row),
-        "meta": {"created": timestamp(row["created"]), "updated": timestamp(row["updated"])},
+        "meta": {name: value(row.get(name)) for name in _meta(model)},
     }
     if relations is not None:
         out["relations"] = relations
@@ -59,30 +102,47 @@ def envelope(model, row: dict, relations: dict | None = None) -> dict:
 
 
 def envelopes(model, rows: list[dict], include: list | None = None) -> list[dict]:
-    """Render rows with their relations, loading each include in one query."""
-    from models.risk_data import Address, Driver, Premise
-
-    include = include or []
+    """Render rows with the relations their schema lists, loading each included one in one query."""
+    names = _relations(model)
+    embedded = {name: _embedded(model, name, rows) for name in names or () if name in (include or ())}
     items = []
-    if model is Driver:
-        addresses = {}
-        if "address" in include and rows:
-            query = Address.select().where(Address.driver.in_([r["id"] for r in rows])).dicts()
-            addresses = {a["driver"]: envelope(Address, a) for a in query}
-        for row in rows:
-            item = envelope(model, row)
-            item["relations"] = {"address": addresses.get(row["id"]), "vehicle": item["data"]["vehicle"]}
-            items.append(item)
-        return items
-    premises = {}
-    if "premise" in include and rows:
-        query = Premise.select().where(Premise.id.in_([r["premise"] for r in rows])).dicts()
-        premises = {p["id"]: envelope(Premise, p, {}) for p in query}
     for row in rows:
         item = envelope(model, row)
-        item["relations"] = {
-            name: premises.get(row[name], item["data"][name]) if name == "premise" and premises else item["data"][name]
-            for name in model.REFERENCES
-        }
+        if names is not None:
+            item["relations"] = {name: _relation(model, name, row, item["data"], embedded) for name in names}
         items.append(item)
     return items
+
+
+def _relation(model, name: str, row: dict, shown: dict, embedded: dict):
+    """Return one relation of a row: the related object when included, else its UUID (or null)."""
+    references = _references(model)
+    if name in references:
+        return embedded[name].get(row[name], shown[name]) if name in embedded else shown[name]
+    return embedded[name].get(row["id"]) if name in embedded else None
+
+
+def _embedded(model, name: str, rows: list[dict]) -> dict:
+    """Load an included relation of rows: {key in the row: the related object's envelope}."""
+    if not rows:
+        return {}
+    references = _references(model)
+    if name in references:
+        # The row names the related object (a building its premise).
+        target = references[name]
+        key, wanted = target.id, [row[name] for row in rows]
+    else:
+        # The related object names the row (an address its driver).
+        from models.risk_data import KINDS
+
+        target = KINDS[name]
+        key = next(f for f in target._meta.refs if f.rel_model is model)
+        wanted = [row["id"] for row in rows]
+    nested = _relations(target)
+    found = {}
+    for related in select(target).where(key.in_(wanted)):
+        item = envelope(target, related)
+        if nested is not None:
+            item["relations"] = {n: _relation(target, n, related, item["data"], {}) for n in nested}
+        found[related[key.name]] = item
+    return found

@@ -36,11 +36,17 @@ def snake_case(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
 
 
+def function_name(resolved_id: str) -> str:
+    """Return the function Connexion's `<x-openapi-router-controller>.<operationId>` names (`handlers.drivers.list_drivers`)."""
+    module, _, name = resolved_id.rpartition(".")
+    return f"{module}.{snake_case(name)}" if module else snake_case(name)
+
+
 def handler_name(op: dict) -> str:
     """Return the dotted name of the function an operation resolves to (`handlers.drivers.list_drivers`)."""
     controller = op.get("x-openapi-router-controller")
     name = op["operationId"]
-    return f"{controller}.{snake_case(name)}" if controller else name
+    return function_name(f"{controller}.{name}") if controller else name
 
 
 def operation(operation_id: str) -> tuple[str, str, dict]:
@@ -94,14 +100,27 @@ def data_fields(name: str) -> tuple[str, ...]:
 _METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
 
+def _base() -> str:
+    return resolved()["servers"][0]["url"].rstrip("/")
+
+
+def _path_pattern(path: str) -> re.Pattern:
+    """Match the request paths of a spec path (server base included, any value per parameter, a trailing slash allowed)."""
+    pattern = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(_base() + path))
+    return re.compile(f"^{pattern}/?$")
+
+
+def path_pattern(operation_id: str) -> re.Pattern:
+    """Return the pattern of the request paths an operation answers."""
+    return _path_pattern(operation(operation_id)[0])
+
+
 @functools.lru_cache(maxsize=1)
 def _routes() -> list:
-    base = resolved()["servers"][0]["url"].rstrip("/")
     routes = []
     for path, item in resolved()["paths"].items():
-        pattern = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(base + path))
-        routes.append((re.compile(f"^{pattern}/?$"), sorted(m.upper() for m in item if m in _METHODS)))
-    routes.append((re.compile(f"^{re.escape(base)}/openapi\\.json$"), ["GET"]))
+        routes.append((_path_pattern(path), sorted(m.upper() for m in item if m in _METHODS)))
+    routes.append((re.compile(f"^{re.escape(_base())}/openapi\\.json$"), ["GET"]))
     return routes
 
 

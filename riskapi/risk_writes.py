@@ -1,0 +1,76 @@
+"""The risk-data writes of the bulk-write path (riskapi.writes): bulk's rules and rows, their rendering, their events."""
+
+from riskapi import outbox, render
+from riskapi.bulk import apply_delete, apply_update, insert, plan_create, plan_delete, plan_update
+from riskapi.writes import Errors
+
+
+class Create:
+    """Create risk data of one kind in a risk profile."""
+
+    def __init__(self, model, risk, include=None):
+        self.model, self.risk, self.include = model, risk, include
+
+    def plan(self, body, errors: Errors) -> list:
+        """Check the items against the database; return their rows."""
+        return plan_create(self.model, self.risk, body, errors)
+
+    def apply(self, rows: list) -> list[dict]:
+        """Insert the rows; return them rendered, and record their events."""
+        created = _created(self.model, insert(self.model, self.risk, rows), self.include)
+        emit(self.risk, created, "created")
+        return created
+
+
+class Update:
+    """Update risk data of any kind in a risk profile."""
+
+    def __init__(self, risk):
+        self.risk = risk
+
+    def plan(self, body, errors: Errors) -> list:
+        """Check the items against the database; return what changes."""
+        return plan_update(self.risk, body, errors)
+
+    def apply(self, plan: list) -> list[dict]:
+        """Write the changes; return the updated objects, and record their events."""
+        updated = apply_update(self.risk, plan)
+        emit(self.risk, updated, "updated")
+        return updated
+
+
+class Delete:
+    """Delete risk data of any kind from a risk profile."""
+
+    def __init__(self, risk):
+        self.risk = risk
+
+    def plan(self, body, errors: Errors) -> list:
+        """Check the items against the database; return what goes, in a safe order."""
+        return plan_delete(self.risk, body, errors)
+
+    def apply(self, plan: list) -> list[dict]:
+        """Delete; return the deleted objects, and record their events."""
+        deleted = apply_delete(self.risk, plan)
+        emit(self.risk, deleted, "deleted")
+        return deleted
+
+
+def emit(risk, changed: list[dict], action: str) -> None:
+    """Record one event per changed object, in the write's transaction."""
+    by_event: dict = {}
+    for item in changed:
+        if item["object"] != "address":
+            by_event.setdefault(f"{item['object']}.{action}", []).append({**item, "risk": str(risk.uuid)})
+    for event, payloads in by_event.items():
+        outbox.record(risk.agency_id, event, payloads)
+
+
+def _created(model, stored: list[dict], include) -> list[dict]:
+    """Render freshly inserted rows; references' UUIDs are read back in one query each."""
+    for name, target in model.REFERENCES.items():
+        ids = {row[name] for row in stored if row[name] is not None}
+        uuids = dict(target.select(target.id, target.uuid).where(target.id.in_(list(ids))).tuples()) if ids else {}
+        for row in stored:
+            row[f"{name}_uuid"] = uuids.get(row[name])
+    return render.envelopes(model, stored, include)
