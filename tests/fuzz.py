@@ -14,7 +14,7 @@ import httpx
 
 import models
 from riskapi.config import Settings
-from tests.conftest import ServerThread, free_port, items, make_tenant, reset_database
+from tests.support import ServerThread, free_port, items, make_tenant, reset_database
 
 
 def seed(base: str, tenant) -> dict:
@@ -72,9 +72,7 @@ def main(argv=None) -> int:
     parser.add_argument("extra", nargs="*", help="more schemathesis arguments")
     args = parser.parse_args(argv)
 
-    os.environ.setdefault(
-        "DATABASE_URL", "sqlite:///" + os.path.join(tempfile.mkdtemp(prefix="riskapi-fuzz-"), "fuzz.db")
-    )
+    os.environ.setdefault("DATABASE_URL", "sqlite:///" + os.path.join(tempfile.mkdtemp(prefix="riskapi-fuzz-"), "fuzz.db"))
     os.environ["RISKAPI_VALIDATE_RESPONSES"] = "1"
     settings = Settings.from_env()
     reset_database(settings.database_url)

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import time
 
 import redis
 
 import models
 from jobs import queue as jobs_queue
 from jobs.relay import Relay
-from models.webhooks import Delivery
-from riskapi.config import Settings
-from tests.conftest import items, make_webhook
+from models import utcnow
+from models.webhooks import Delivery, Webhook
 from tests.receiver import Reply
-from tests.test_deliveries import deliveries, settled
-from tests.webhook_support import delete_queue, drain_pending, new_queue_name, wait_until
+from tests.support import items, make_webhook
+from tests.webhook_support import deliveries, settled, wait_until
 
 
 def add_drivers(client, tenant, *names) -> None:
@@ -36,31 +35,32 @@ def test_plan_batches_first_attempts_and_gives_the_rest_their_own_job():
     ]
 
 
-def test_relay_enqueues_one_batch_job_and_rescue_hands_back_what_a_lost_batch_carried(client, tenant, settings, redis_url):
-    drain_pending()
+def test_relay_enqueues_one_batch_job_and_rescue_hands_back_what_a_lost_batch_carried(
+    client, tenant, settings, redis_url, queue_name
+):
     make_webhook(client, tenant)
     add_drivers(client, tenant, "a", "b", "c")
-    name = new_queue_name()
     connection = redis.Redis.from_url(redis_url)
-    relay = Relay(connection, Settings(**{**settings.__dict__, "webhook_queue": name, "webhook_stale_after": 0.0}))
+    relay = Relay(connection, dataclasses.replace(settings, webhook_queue=queue_name, webhook_stale_after=0.0))
     try:
         with models.db.connection_context():
             assert relay.relay_pending() == 3
-            rows = list(Delivery.select().where(Delivery.status == "pending").order_by(Delivery.id))
+            theirs = Delivery.select().join(Webhook).where((Webhook.agency == tenant.agency.id) & (Delivery.status == "pending"))
+            rows = list(theirs.order_by(Delivery.id))
             assert len(rows) == 3 and len({row.batch for row in rows}) == 1
             batch = rows[0].batch
             assert batch == jobs_queue.batch_id(rows[0].uuid, rows[0].generation)
             [job] = relay.queue.get_jobs()
             assert job.id == batch and job.func_name == jobs_queue.BATCH_FUNCTION
             assert job.args == ([(row.id, row.generation) for row in rows],)
-            time.sleep(0.01)
+            # rescue's cutoff is "now": wait until the relayed stamp lies strictly before it.
+            assert wait_until(lambda: utcnow() > rows[0].relayed, timeout=1, interval=0.001)
             assert relay.rescue() == 0  # queued: a backlog, not a loss
             job.delete()  # Redis lost it
             assert relay.rescue() == 3
-            assert Delivery.select().where(Delivery.relayed.is_null() & (Delivery.status == "pending")).count() == 3
+            assert theirs.where(Delivery.relayed.is_null()).count() == 3
     finally:
         connection.close()
-        delete_queue(redis_url, name)
 
 
 def test_a_batch_delivers_each_with_its_own_id_and_a_failed_one_retries_on_its_own(client, tenant, receiver, start_worker):

@@ -1,6 +1,6 @@
 """Vehicles, premises and buildings."""
 
-from tests.conftest import items
+from tests.support import items
 
 
 def post(client, tenant, kind, *datas, **params):

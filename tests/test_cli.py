@@ -7,7 +7,7 @@ import sys
 
 import httpx
 
-from tests.conftest import ServerThread, free_port
+from tests.support import ServerThread, free_port
 
 
 def run(db_url, *args):
@@ -54,7 +54,7 @@ def test_serve_says_where_it_listens_how_to_make_a_tenant_and_is_ready_with_its_
 
     import httpx
 
-    from tests.conftest import free_port
+    from tests.support import free_port
     from tests.webhook_support import wait_until
 
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
@@ -94,9 +94,8 @@ def test_serve_no_worker_runs_the_api_alone(tmp_path):
 
     import httpx
 
-    from tests.conftest import free_port
-    from tests.test_deliveries import _descendants
-    from tests.webhook_support import wait_until
+    from tests.support import free_port
+    from tests.webhook_support import descendants, wait_until
 
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update(DATABASE_URL=f"sqlite:///{tmp_path}/alone.db")
@@ -113,7 +112,7 @@ def test_serve_no_worker_runs_the_api_alone(tmp_path):
 
         assert wait_until(ready, timeout=30)
         assert ready() == {"status": "ok", "checks": {"database": "ok", "redis": "unconfigured"}}
-        assert _descendants(serve.pid) == set()  # no worker, no embedded Redis
+        assert descendants(serve.pid) == set()  # no worker, no embedded Redis
         serve.send_signal(signal.SIGTERM)
         assert serve.wait(30) == 0
     finally:
@@ -124,15 +123,16 @@ def test_serve_no_worker_runs_the_api_alone(tmp_path):
 
 def test_sigterm_lets_an_in_flight_request_finish_and_takes_no_new_one(tmp_path):
     import concurrent.futures
+    import json
     import os
     import signal
     import subprocess
     import sys
-    import time
+    import threading
 
     import httpx
 
-    from tests.conftest import free_port, items
+    from tests.support import free_port, items
     from tests.webhook_support import wait_until
 
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
@@ -140,7 +140,7 @@ def test_sigterm_lets_an_in_flight_request_finish_and_takes_no_new_one(tmp_path)
 
     def cli(*args):
         out = subprocess.run([sys.executable, "-m", "riskapi.cli", *args], env=env, capture_output=True, check=True)
-        return __import__("json").loads(out.stdout)
+        return json.loads(out.stdout)
 
     agency = cli("agency", "create", "--name", "Graceful")
     headers = {"Authorization": "Bearer " + cli("token", "create", "--agency", agency["uuid"])["token"]}
@@ -153,15 +153,30 @@ def test_sigterm_lets_an_in_flight_request_finish_and_takes_no_new_one(tmp_path)
         assert wait_until(lambda: _answers(base), timeout=30)
         address = {"data": {"address": "1 Main St", "city": "Austin", "state": "TX", "zip": "78701"}}
         body = items("driver", *[{"notes": "n" * 4000, "address": address} for _ in range(1000)])
+        payload = json.dumps(body).encode()
+        head_sent, signalled = threading.Event(), threading.Event()
+
+        def stream():
+            """Send all but the body's last bytes, and those only once the server has taken SIGTERM."""
+            yield payload[:-100]
+            head_sent.set()
+            signalled.wait(30)
+            yield payload[-100:]
+
+        sized = {**headers, "Content-Type": "application/json", "Content-Length": str(len(payload))}
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            pending = pool.submit(httpx.post, f"{base}/risks/{risk}/data/drivers", json=body, headers=headers, timeout=60)
-            time.sleep(0.3)  # the 4 MB request is being read and validated
+            url = f"{base}/risks/{risk}/data/drivers"
+            pending = pool.submit(httpx.post, url, content=stream(), headers=sized, timeout=60)
+            assert head_sent.wait(30)  # the 4 MB request is in flight
             serve.send_signal(signal.SIGTERM)
+            try:
+                assert wait_until(lambda: not _answers(base), timeout=15)  # no new request is taken
+            finally:
+                signalled.set()
             answer = pending.result()
-        assert answer.status_code == 201 and len(answer.json()["data"]) == 1000
-        assert answer.elapsed.total_seconds() > 0.3, "the request was over before SIGTERM: make it bigger"
+        assert answer.status_code == 201, answer.text
+        assert len(answer.json()["data"]) == 1000
         assert serve.wait(30) == 0
-        assert not _answers(base)
     finally:
         if serve.poll() is None:
             os.killpg(serve.pid, signal.SIGKILL)

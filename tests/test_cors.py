@@ -5,7 +5,7 @@ import dataclasses
 import httpx
 import pytest
 
-from tests.conftest import ServerThread, free_port, items
+from tests.support import ServerThread, free_port, items
 
 ORIGIN = "https://app.example.com"
 OTHER = "https://elsewhere.example.com"

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import free_port, items, make_tenant
+from tests.support import free_port, items, make_tenant
 from tests.webhook_support import ROOT, wait_until
 
 pytestmark = [

@@ -13,18 +13,22 @@ import sys
 import time
 
 import httpx
+import psutil
 
 from jobs.signing import verify
 from riskapi import __version__
-from tests.conftest import free_port, items, make_tenant, make_webhook
 from tests.receiver import Reply
-from tests.webhook_support import EmbeddedRedis, wait_until
-
-
-def deliveries(client, tenant, hook, **params):
-    response = client.get(f"/webhooks/{hook['uuid']}/deliveries", headers=tenant.headers, params=params)
-    assert response.status_code == 200, response.text
-    return response.json()["data"]
+from tests.support import free_port, items, make_tenant, make_webhook
+from tests.webhook_support import (
+    EmbeddedRedis,
+    WorkerProcess,
+    add_driver,
+    deliveries,
+    descendants,
+    running,
+    settled,
+    wait_until,
+)
 
 
 def test_driver_create_is_delivered_signed_with_every_header(client, tenant, receiver, start_worker):
@@ -55,24 +59,6 @@ def test_driver_create_is_delivered_signed_with_every_header(client, tenant, rec
     assert log[0]["data"]["event_id"] == event["id"]
     assert [a["status"] for a in log[0]["data"]["attempts"]] == [200]
     assert log[0]["data"]["next_attempt"] is None
-
-
-def settled(client, tenant, hook, count: int = 1, timeout: float = 20.0) -> list[dict]:
-    """Wait until the webhook's log holds `count` deliveries that are no longer pending; return the log."""
-
-    def done():
-        log = deliveries(client, tenant, hook)
-        return log if len(log) >= count and all(d["data"]["status"] != "pending" for d in log) else None
-
-    log = wait_until(done, timeout=timeout, interval=0.1)
-    assert log, deliveries(client, tenant, hook)
-    return log
-
-
-def add_driver(client, tenant, **data) -> dict:
-    response = client.post(tenant.url("/drivers"), json=items("driver", data), headers=tenant.headers)
-    assert response.status_code == 201, response.text
-    return response.json()["data"][0]
 
 
 def webhook_state(client, tenant, hook) -> dict:
@@ -199,7 +185,7 @@ def test_nothing_of_another_agency_is_delivered(server, client, receiver, start_
     add_driver(client, one)
     client.post("/events", json={"event": "form.completed", "data": {"x": 1}}, headers=one.headers)
     assert receiver.wait_for(2, timeout=10)
-    time.sleep(0.5)
+    time.sleep(0.5)  # nothing of the other agency comes later either
     assert [r.path for r in receiver.requests] == ["/hook?one", "/hook?one"]
     assert {json.loads(r.body)["event"] for r in receiver.requests} == {"driver.created", "form.completed"}
 
@@ -270,7 +256,7 @@ def test_redis_down_during_writes_then_back_every_delivery_arrives(client, tenan
             started = time.monotonic()
             add_driver(client, tenant, first_name=f"during-{i}")
             assert time.monotonic() - started < 2  # the API does not wait for Redis
-        time.sleep(1.0)
+        time.sleep(1.0)  # while Redis is down, nothing goes out
         assert len(receiver.requests) == 1
         own.start()
 
@@ -302,32 +288,6 @@ def test_a_worker_killed_mid_delivery_leaves_the_delivery_to_be_retried(client, 
     [log] = settled(client, tenant, hook)
     assert log["data"]["status"] == "succeeded"
     assert [a["status"] for a in log["data"]["attempts"]] == [200]
-
-
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = open(f"/proc/{entry}/stat").read()
-            except OSError:
-                continue
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(parent, []).append(int(entry))
-    found, stack = set(), [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.add(child)
-            stack.append(child)
-    return found
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_serve_runs_api_relay_worker_and_embedded_redis_and_stops_them_all(tmp_path, receiver):
@@ -364,33 +324,28 @@ def test_serve_runs_api_relay_worker_and_embedded_redis_and_stops_them_all(tmp_p
             assert http.post("/webhooks", json=body).status_code == 201
             assert http.post(f"/risks/{risk}/data/drivers", json=items("driver", {})).status_code == 201
             assert receiver.wait_for(1, timeout=20)
-        started = _descendants(serve.pid)
+        started = descendants(serve.pid)
         assert len(started) >= 2  # the worker, its scheduler and redis-server
         serve.send_signal(signal.SIGTERM)
         assert serve.wait(30) == 0
-        assert wait_until(lambda: not any(_running(pid) for pid in started), timeout=10)
+        assert wait_until(lambda: not any(running(pid) for pid in started), timeout=10)
     finally:
         if serve.poll() is None:
             os.killpg(serve.pid, signal.SIGKILL)
             serve.wait()
 
 
-def test_worker_burst_delivers_what_is_waiting_and_exits(client, tenant, settings, redis_url, receiver, start_worker):
-    # start_worker: for its clean slate (earlier tests' pending deliveries settled), no worker started.
-    from tests.webhook_support import WorkerProcess, delete_queue, new_queue_name
-
+def test_worker_burst_delivers_what_is_waiting_and_exits(client, tenant, settings, redis_url, receiver, queue_name):
     hook = make_webhook(client, tenant, url=receiver.url)
     for i in range(3):
         add_driver(client, tenant, first_name=f"b{i}")
-    queue = new_queue_name()
-    worker = WorkerProcess(settings.database_url, redis_url, queue, ca_bundle=receiver.ca_path)
+    worker = WorkerProcess(settings.database_url, redis_url, queue_name, ca_bundle=receiver.ca_path)
     try:
         done = subprocess.run(
             [sys.executable, "-m", "riskapi.cli", "worker", "--burst"], env=worker.env, capture_output=True, timeout=60
         )
     finally:
         worker.stop()  # never started: this only removes its log file
-        delete_queue(redis_url, queue)
     assert done.returncode == 0, done.stderr.decode()
     assert len(receiver.requests) == 3
     assert {d["data"]["status"] for d in deliveries(client, tenant, hook)} == {"succeeded"}
@@ -410,25 +365,25 @@ def test_serve_killed_outright_takes_its_worker_and_redis_down(tmp_path):
                 return False
 
         assert wait_until(up, timeout=30)
-        started = wait_until(lambda: _descendants(serve.pid) if len(_descendants(serve.pid)) >= 2 else None, timeout=10)
+        started = wait_until(lambda: descendants(serve.pid) if len(descendants(serve.pid)) >= 2 else None, timeout=10)
         assert started
         # The embedded Redis's private directory: nobody is left to remove it after a SIGKILL.
         directories = set()
         for pid in started:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(psutil.Error):
                 # redis-server retitles itself "redis-server unixsocket:/tmp/riskapi-redis-.../redis.sock".
-                for token in re.split(r"[\s:\0]", open(f"/proc/{pid}/cmdline", "rb").read().decode()):
+                for token in re.split(r"[\s:]", " ".join(psutil.Process(pid).cmdline())):
                     if "riskapi-redis-" in token and token.endswith("redis.sock"):
                         directories.add(os.path.dirname(token))
         serve.kill()  # no chance to clean up: the children must notice by themselves
         serve.wait()
-        assert wait_until(lambda: not any(_running(pid) for pid in started), timeout=15)
+        assert wait_until(lambda: not any(running(pid) for pid in started), timeout=15)
     finally:
         if serve.poll() is None:
             serve.kill()
             serve.wait()
         for pid in started or ():
-            if _running(pid):
+            if running(pid):
                 os.kill(pid, signal.SIGKILL)
         for directory in directories:
             shutil.rmtree(directory, ignore_errors=True)

@@ -9,7 +9,7 @@ import pytest
 import models
 from models.webhooks import Delivery, Event
 from riskapi import outbox
-from tests.conftest import items, make_webhook
+from tests.support import items, make_webhook
 
 
 def log(client, tenant, hook, **params) -> list[dict]:

@@ -2,8 +2,8 @@
 
 import collections
 
-from tests.conftest import items, make_webhook
 from tests.receiver import Reply
+from tests.support import items, make_webhook
 from tests.webhook_support import wait_until
 
 DRIVERS = 40

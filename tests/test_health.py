@@ -6,7 +6,7 @@ import httpx
 
 import models
 from riskapi.app import create_app
-from tests.conftest import ServerThread, free_port
+from tests.support import ServerThread, free_port
 
 
 def probe(settings, path: str, restore: str) -> httpx.Response:

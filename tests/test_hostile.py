@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.conftest import items
+from tests.support import items
 
 TOP = 2147483647
 
@@ -53,7 +53,7 @@ def test_overflowing_date_bounds_never_500(client, tenant, value):
 
 
 def test_overflowing_date_bounds_on_deliveries(client, tenant):
-    from tests.conftest import make_webhook
+    from tests.support import make_webhook
 
     hook = make_webhook(client, tenant)
     for value in (",9999-12-31", "0001-01-01T00:00+01:00,", "9999-12-31T23:59-01:00,"):
@@ -93,7 +93,7 @@ def test_a_body_without_content_type_is_415(client, tenant):
     assert response.status_code == 415
     assert response.json() == {"message": "The request body must be JSON (Content-Type: application/json).", "status": 415}
     # Operations without a body need no Content-Type.
-    from tests.conftest import make_webhook
+    from tests.support import make_webhook
 
     hook = make_webhook(client, tenant)
     assert client.post(f"/webhooks/{hook['uuid']}/rotate-secret", headers=tenant.headers).status_code == 200

@@ -14,8 +14,8 @@ import time
 import pytest
 
 import models
-from tests.conftest import items, make_tenant, webhook_items
 from tests.receiver import Receiver, Reply
+from tests.support import items, make_tenant, webhook_items
 from tests.webhook_support import wait_until
 
 pytestmark = pytest.mark.isolation

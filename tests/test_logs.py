@@ -6,7 +6,7 @@ import logging
 import pytest
 
 from riskapi import logs
-from tests.conftest import items
+from tests.support import items
 from tests.webhook_support import wait_until
 
 

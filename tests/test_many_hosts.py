@@ -7,7 +7,7 @@ import time
 
 import httpx
 
-from tests.conftest import items, make_tenant
+from tests.support import items, make_tenant
 
 WRITES = 1000
 

@@ -11,7 +11,7 @@ import httpx
 
 import models
 from riskapi.app import create_app
-from tests.conftest import ServerThread, free_port, make_tenant
+from tests.support import ServerThread, free_port, make_tenant
 from tests.webhook_support import wait_until
 
 
@@ -92,9 +92,9 @@ def test_serve_with_two_api_processes_counts_them_whole(tmp_path):
 
 
 def test_a_worker_counts_its_attempts_and_logs_one_line_each(client, tenant, receiver, start_worker, monkeypatch):
-    from tests.conftest import make_webhook
     from tests.receiver import Reply
-    from tests.test_deliveries import add_driver, settled
+    from tests.support import make_webhook
+    from tests.webhook_support import add_driver, settled
 
     port = free_port()
     monkeypatch.setenv("RISKAPI_METRICS_PORT", str(port))

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from jobs.signing import generate_secret
-from tests.conftest import free_port
+from tests.support import free_port
 from tests.webhook_support import wait_until
 
 SCHEMA = Path(__file__).parent / "schema_4e3b5fc"

@@ -1,11 +1,15 @@
-"""Cursor pagination: envelope, walking both ways, stability, cursor and per_page errors."""
+"""Cursor pagination: envelope, walking both ways, stability, cursor and per_page errors; over HTTP, then directly."""
 
 import base64
 
 import httpx
 import pytest
 
-from tests.conftest import items
+from models.risk_data import Driver
+from riskapi.errors import ValidationFailed
+from riskapi.pagination import Paginator, envelope
+from riskapi.query import ListSpec
+from tests.support import items
 
 
 @pytest.fixture
@@ -126,3 +130,117 @@ def test_per_page_bounds(client, tenant, value, message):
     response = client.get(tenant.url("/drivers"), params={"per_page": value}, headers=tenant.headers)
     assert response.status_code == 422
     assert response.json()["message"] == {"per_page": [message]}
+
+
+# ---- riskapi.pagination, called directly ------------------------------------------------------------
+
+SECRET = b"cursor-secret"
+
+
+def paginator(*sort, operation="listDrivers", secret=SECRET) -> Paginator:
+    """A paginator of drivers in the order `sort` names (by number when none), signed as the list does."""
+    spec = ListSpec(operation, Driver)
+    return Paginator(spec.keys(list(sort) or None), spec.signature_of(list(sort) or None), secret)
+
+
+def stored(profile, last_names) -> list[dict]:
+    """Store one driver per last name (numbered 1, 2, ...); return their rows as the list query reads them."""
+    for number, name in enumerate(last_names, start=1):
+        Driver.create(risk=profile.id, number=number, last_name=name)
+    return list(Driver.select().where(Driver.risk == profile.id).dicts())
+
+
+def pages(profile, pager, per_page: int) -> list[list[int]]:
+    """Walk every page forward from the first; return the numbers on each."""
+    query = Driver.select().where(Driver.risk == profile.id).dicts()
+    walked, cursor = [], None
+    while True:
+        rows, next_cursor, _ = pager.page(query, per_page, cursor)
+        walked.append([row["number"] for row in rows])
+        if next_cursor is None:
+            return walked
+        cursor = next_cursor
+
+
+def test_a_cursor_decodes_to_the_row_it_was_made_from(profile):
+    """decode(encode(row)) gives back the row's key values, typed, and the direction."""
+    row = stored(profile, ["Lee"])[0]
+    pager = paginator("-last_name")
+    assert pager.decode(pager.encode(row, True)) == (["Lee", row["id"]], True)
+    assert pager.decode(pager.encode(row, False)) == (["Lee", row["id"]], False)
+    by_created = paginator("created")
+    assert by_created.decode(by_created.encode(row, True))[0][0] == row["created"]
+
+
+def test_a_cursor_is_refused_when_tampered_with_or_made_for_another_list(profile):
+    """Any change to a cursor, another secret or another ordering's signature: 422 "The cursor is invalid."."""
+    row = stored(profile, ["Lee"])[0]
+    cursor = paginator().encode(row, True)
+    body, _, mac = cursor.partition(".")
+    flipped = body[:5] + ("A" if body[5] != "A" else "B") + body[6:]
+    bad = [flipped + "." + mac, cursor[:-2], body, "garbage", "a.b.c", cursor + "é", ""]
+    for text in bad:
+        with pytest.raises(ValidationFailed) as failed:
+            paginator().decode(text)
+        assert failed.value.errors == {"cursor": ["The cursor is invalid."]}, text
+    for other in (paginator(secret=b"another"), paginator(operation="listVehicles"), paginator("-number")):
+        with pytest.raises(ValidationFailed):
+            other.decode(cursor)
+
+
+@pytest.mark.parametrize("number", ["7", True, 2**53 + 1, 1.5, None, [1], {"a": 1}])
+def test_a_signed_cursor_with_a_value_its_column_cannot_hold_is_refused(profile, number):
+    """Values are checked against their column even under a valid signature (a leaked secret cannot inject)."""
+    pager = paginator()
+    cursor = pager.encode({"number": number}, True)
+    with pytest.raises(ValidationFailed):
+        pager.decode(cursor)
+
+
+@pytest.mark.parametrize(
+    ("sort", "expected"),
+    [
+        # Nulls sort as the smallest value; ties keep the id's (creation) order.
+        (("last_name",), [2, 5, 1, 4, 3, 6]),
+        (("-last_name",), [3, 6, 1, 4, 2, 5]),
+        (("-number",), [6, 5, 4, 3, 2, 1]),
+    ],
+)
+def test_pages_follow_the_order_with_nulls_and_ties_and_walk_back(profile, sort, expected):
+    """Walking forward gives every row once in order; prev cursors give the same pages back."""
+    stored(profile, ["b", None, "c", "b", None, "c"])
+    pager = paginator(*sort)
+    forward = pages(profile, pager, 4)
+    assert forward == [expected[:4], expected[4:]]
+    query = Driver.select().where(Driver.risk == profile.id).dicts()
+    rows, next_cursor, prev_cursor = pager.page(query, 4, pager.encode(
+        next(r for r in query if r["number"] == expected[3]), True
+    ))
+    assert [r["number"] for r in rows] == expected[4:] and next_cursor is None and prev_cursor
+    back, next_back, prev_back = pager.page(query, 4, prev_cursor)
+    assert [r["number"] for r in back] == expected[:4] and next_back and prev_back is None
+
+
+def test_page_edges_have_no_cursor_outwards(profile):
+    """The first page has no prev cursor, the last no next; an exact fit ends without an empty page; none is empty."""
+    stored(profile, ["a"] * 4)
+    query = Driver.select().where(Driver.risk == profile.id).dicts()
+    rows, next_cursor, prev_cursor = paginator().page(query, 4, None)
+    assert len(rows) == 4 and next_cursor is None and prev_cursor is None
+    rows, next_cursor, prev_cursor = paginator().page(query, 3, None)
+    assert [r["number"] for r in rows] == [1, 2, 3] and next_cursor and prev_cursor is None
+    empty = Driver.select().where(Driver.risk == -1).dicts()
+    assert paginator().page(empty, 10, None) == ([], None, None)
+
+
+def test_the_envelope_repeats_every_other_parameter_in_its_page_urls():
+    """Page URLs keep the request's parameters (repeats too), with per_page and cursor replaced and last."""
+    args = [("filter[first_name]", "a b"), ("cursor", "old"), ("sort", "x"), ("per_page", "99"), ("sort", "y")]
+    page = envelope(["item"], 20, "next.c", None, "https://api.example.com/v1/things", args)
+    assert list(page) == ["data", "path", "per_page", "next_cursor", "next_page_url", "prev_cursor", "prev_page_url"]
+    assert page["data"] == ["item"] and page["path"] == "https://api.example.com/v1/things" and page["per_page"] == 20
+    assert page["next_page_url"] == (
+        "https://api.example.com/v1/things?filter%5Bfirst_name%5D=a+b&sort=x&sort=y&per_page=20&cursor=next.c"
+    )
+    assert page["next_cursor"] == "next.c"
+    assert page["prev_cursor"] is None and page["prev_page_url"] is None

@@ -1,6 +1,6 @@
 """Dry-runs (Laravel Precognition): validation only, nothing written."""
 
-from tests.conftest import items
+from tests.support import items
 
 PRECOG = {"Precognition": "true"}
 
@@ -82,7 +82,7 @@ def _counts() -> tuple:
 
 
 def test_dry_run_delete_checks_and_deletes_nothing(client, tenant):
-    from tests.conftest import make_webhook
+    from tests.support import make_webhook
 
     make_webhook(client, tenant, events=["driver.deleted"])
     created = client.post(tenant.url("/drivers"), json=items("driver", {}, {}), headers=tenant.headers).json()["data"]
@@ -103,7 +103,7 @@ def test_dry_run_delete_checks_and_deletes_nothing(client, tenant):
 
 
 def test_dry_run_writes_nothing_on_any_route(client, tenant):
-    from tests.conftest import make_webhook
+    from tests.support import make_webhook
 
     hook = make_webhook(client, tenant, events=["driver.created", "form.completed"])
     client.post(tenant.url("/drivers"), json=items("driver", {}), headers=tenant.headers)

@@ -5,10 +5,9 @@ import email.utils
 import time
 
 from jobs.delivery import RETRY_AFTER_CAP
-from tests.conftest import make_webhook
 from tests.receiver import Reply
-from tests.test_deliveries import add_driver, settled
-from tests.webhook_support import wait_until
+from tests.support import make_webhook
+from tests.webhook_support import add_driver, settled, wait_until
 
 
 def test_retry_after_in_seconds_sets_the_next_attempt_and_is_logged(client, tenant, receiver, start_worker):

@@ -4,7 +4,7 @@ import threading
 
 import httpx
 
-from tests.conftest import items, make_webhook
+from tests.support import items, make_webhook
 
 ADDRESS = {"object": "address", "data": {"address": "1 Main St", "city": "Austin", "state": "TX", "zip": "78701"}}
 

@@ -3,7 +3,7 @@
 import httpx
 import pytest
 
-from tests.conftest import free_port, make_tenant
+from tests.support import free_port, make_tenant
 
 
 @pytest.fixture

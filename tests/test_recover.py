@@ -1,10 +1,10 @@
 """POST /webhooks/{webhook}/recover: every failed delivery of a window starts a new round, nothing else does."""
 
+import datetime
 import time
 
-from tests.conftest import make_webhook
-from tests.test_deliveries import add_driver, deliveries, settled
-from tests.webhook_support import wait_until
+from tests.support import make_webhook
+from tests.webhook_support import add_driver, deliveries, settled, wait_until
 
 
 def recover(client, tenant, hook, headers=None, **body):
@@ -18,7 +18,9 @@ def test_recover_queues_the_failed_deliveries_of_the_window_again(client, tenant
     hook = make_webhook(client, tenant, url=receiver.url)
     for name in ("one", "two", "three"):
         add_driver(client, tenant, first_name=name)
-        time.sleep(0.05)  # distinct creation times
+        newest = datetime.datetime.fromisoformat(deliveries(client, tenant, hook)[0]["meta"]["created"])
+        # The next delivery is created after this one (the window below splits them by creation time).
+        assert wait_until(lambda newest=newest: datetime.datetime.now(datetime.UTC) > newest, timeout=1, interval=0.001)
     log = settled(client, tenant, hook, 3)  # newest first
     assert [d["data"]["status"] for d in log] == ["failed"] * 3
     since = log[1]["meta"]["created"]
@@ -60,7 +62,7 @@ def test_re_enabling_a_webhook_resends_nothing_and_recover_refuses_a_disabled_on
     assert recover(client, tenant, hook, since="2000-01-01T00:00:00Z").status_code == 409
     toggle["data"][0]["data"]["disabled"] = None
     assert client.patch("/webhooks", json=toggle, headers=tenant.headers).status_code == 200
-    time.sleep(1.5)
+    time.sleep(1.5)  # nothing is sent again by re-enabling
     assert len(receiver.requests) == 1
     assert [d["data"]["status"] for d in deliveries(client, tenant, hook)] == ["failed"]
     # recover is how: the failed delivery goes out again.

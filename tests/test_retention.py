@@ -12,7 +12,7 @@ from jobs import retention
 from models import utcnow
 from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Event
 from riskapi import outbox
-from tests.conftest import make_webhook
+from tests.support import make_webhook
 
 
 def deliveries_of(client, tenant, count: int, status: str, days_old: int) -> list[int]:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.conftest import items
+from tests.support import items
 
 
 @pytest.fixture

@@ -28,23 +28,11 @@ import models
 from jobs.signing import SECRET_PREFIX, sign_standard, standard_secret, verify
 from models.webhooks import Webhook as WebhookRow
 from riskapi.config import Settings
-from tests.conftest import items, make_webhook
 from tests.receiver import Reply
-from tests.webhook_support import ROOT, wait_until
+from tests.support import make_webhook
+from tests.webhook_support import ROOT, add_driver, deliveries, wait_until
 
 V1 = r"v1,[A-Za-z0-9+/]{43}="
-
-
-def add_driver(client, tenant, **data) -> dict:
-    response = client.post(tenant.url("/drivers"), json=items("driver", data), headers=tenant.headers)
-    assert response.status_code == 201, response.text
-    return response.json()["data"][0]
-
-
-def deliveries(client, tenant, hook) -> list[dict]:
-    response = client.get(f"/webhooks/{hook['uuid']}/deliveries", headers=tenant.headers)
-    assert response.status_code == 200, response.text
-    return response.json()["data"]
 
 
 def listed(client, tenant, hook) -> dict:
@@ -298,8 +286,9 @@ def test_after_the_grace_only_the_new_secret_signs(client, tenant, receiver, sta
     Webhook(old).verify(during.body, during.headers)
     Webhook(new).verify(during.body, during.headers)
 
-    time.sleep(max(0.0, (until - datetime.datetime.now(datetime.UTC)).total_seconds()) + 0.2)
-    assert listed(client, tenant, hook)["meta"]["previous_secret_valid_until"] is None
+    # The grace ends at `until`: the listing stops naming the previous secret then.
+    assert wait_until(lambda: listed(client, tenant, hook)["meta"]["previous_secret_valid_until"] is None, timeout=10)
+    assert datetime.datetime.now(datetime.UTC) >= until
     add_driver(client, tenant)
     after = next_request(receiver, 2)
     assert re.fullmatch(V1, after.headers["webhook-signature"])  # one signature

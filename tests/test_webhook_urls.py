@@ -8,7 +8,7 @@ import pytest
 
 from jobs.transport import post, prepare
 from riskapi.webhook_urls import normalise, url_problem
-from tests.conftest import make_webhook, webhook_items
+from tests.support import make_webhook, webhook_items
 
 HOOK = {"type": "custom", "events": ["driver.created"]}
 URL = "data.0.data.url"

@@ -8,7 +8,7 @@ import datetime
 import pytest
 
 from riskapi.webhook_urls import url_problem
-from tests.conftest import make_tenant, make_webhook, webhook_items
+from tests.support import make_tenant, make_webhook, webhook_items
 
 
 def create(client, tenant, *datas, headers=None):

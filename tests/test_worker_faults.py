@@ -18,6 +18,7 @@ import uuid
 
 import httpx
 import peewee
+import psutil
 import pytest
 import redis
 
@@ -25,7 +26,7 @@ import models
 from jobs import delivery, transport
 from jobs.relay import Relay
 from jobs.signing import verify
-from tests.conftest import free_port, items, make_webhook
+from tests.support import free_port, items, make_webhook
 from tests.webhook_support import (
     ROOT,
     EmbeddedRedis,
@@ -62,8 +63,8 @@ def all_succeeded(hook_uuid: str) -> bool:
         return not query.exists()
 
 
-def test_a_worker_rides_out_redis_stopped_under_load(server, client, tenant, settings, receiver, start_worker):
-    # start_worker: for its clean slate only; this worker's Redis is ours, so the worker is too.
+def test_a_worker_rides_out_redis_stopped_under_load(server, client, tenant, settings, receiver):
+    # This worker's Redis is ours (stopped below), so the worker is too, not start_worker's.
     own = EmbeddedRedis(port=free_port()).start()
     queue = new_queue_name()
     worker = WorkerProcess(settings.database_url, own.url, queue, ca_bundle=receiver.ca_path)
@@ -121,18 +122,18 @@ def test_a_killed_scheduler_is_started_again_within_seconds(start_worker):
 def _worker_child(serve_pid: int) -> int | None:
     for pid in children(serve_pid):
         try:
-            command = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-        except OSError:
+            command = psutil.Process(pid).cmdline()
+        except psutil.Error:
             continue
-        if b"riskapi.cli" in command and b"worker" in command:
+        if "riskapi.cli" in command and "worker" in command:
             return pid
     return None
 
 
 def _zombie(pid: int) -> bool:
     try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
 
 
@@ -228,10 +229,8 @@ def test_serve_starts_a_killed_worker_again_and_every_delivery_arrives(tmp_path,
     assert serve.returncode == 0, log.read_text()
 
 
-def test_a_delivery_attempt_outlives_its_database_connection_being_cut(
-    server, client, tenant, receiver, start_worker, monkeypatch
-):
-    # start_worker: for its clean slate only; the attempt runs here, in this thread.
+def test_a_delivery_attempt_outlives_its_database_connection_being_cut(server, client, tenant, receiver, monkeypatch):
+    # No worker: the attempt runs here, in this thread.
     from models.webhooks import Attempt, Delivery, Webhook
 
     hook = make_webhook(client, tenant, url=receiver.url)
@@ -295,7 +294,7 @@ def test_the_relay_backs_off_and_reports_each_outage_once(server, settings, capl
 @pytest.mark.skipif(
     not os.environ.get("DATABASE_URL", "").startswith("postgres"), reason="cuts PostgreSQL connections (pg_terminate_backend)"
 )
-def test_cut_database_connections_lose_no_delivery(server, client, tenant, settings, redis_url, receiver, start_worker):
+def test_cut_database_connections_lose_no_delivery(server, client, tenant, settings, redis_url, receiver):
     # Only this worker's connections are cut: they alone carry this application_name.
     tag = f"riskapi-faults-{uuid.uuid4().hex[:8]}"
     separator = "&" if "?" in settings.database_url else "?"

@@ -1,8 +1,7 @@
-"""Helpers of the webhook delivery tests: a Redis to use, worker processes, waiting."""
+"""Helpers of the webhook delivery tests: a Redis to use, worker processes, the delivery log, processes."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import subprocess
@@ -13,23 +12,15 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 import redis
 
 import models
 from jobs.broker import EmbeddedRedis
 from riskapi.server import stop_process_group
+from tests.support import items, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05):
-    """Poll predicate until it returns something truthy; return that, or the last falsy value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
 
 
 def shared_redis_url() -> str | None:
@@ -49,14 +40,6 @@ def shared_redis_url() -> str | None:
         return "redis://127.0.0.1:6379/0"
     except (OSError, redis.RedisError):
         return None
-
-
-def drain_pending() -> None:
-    """Settle every pending delivery left by earlier tests, so a new worker handles only this test's."""
-    from models.webhooks import FAILED, PENDING, Delivery
-
-    with models.db.connection_context():
-        Delivery.update(status=FAILED, next_attempt=None).where(Delivery.status == PENDING).execute()
 
 
 def delete_queue(url: str, name: str) -> None:
@@ -173,13 +156,54 @@ def new_queue_name() -> str:
     return f"riskapi-test-{uuid.uuid4().hex[:12]}"
 
 
+def deliveries(client, tenant, hook, **params) -> list[dict]:
+    """Return the first page of a webhook's delivery log (newest first), through the API."""
+    response = client.get(f"/webhooks/{hook['uuid']}/deliveries", headers=tenant.headers, params=params)
+    assert response.status_code == 200, response.text
+    return response.json()["data"]
+
+
+def settled(client, tenant, hook, count: int = 1, timeout: float = 20.0) -> list[dict]:
+    """Wait until the webhook's log holds `count` deliveries that are no longer pending; return the log."""
+
+    def done():
+        log = deliveries(client, tenant, hook)
+        return log if len(log) >= count and all(d["data"]["status"] != "pending" for d in log) else None
+
+    log = wait_until(done, timeout=timeout, interval=0.1)
+    assert log, deliveries(client, tenant, hook)
+    return log
+
+
+def add_driver(client, tenant, **data) -> dict:
+    """Create one driver through the API and return it."""
+    response = client.post(tenant.url("/drivers"), json=items("driver", data), headers=tenant.headers)
+    assert response.status_code == 201, response.text
+    return response.json()["data"][0]
+
+
+def descendants(pid: int) -> set[int]:
+    """Return the pids of every process below pid (children, grandchildren...); none once pid is gone."""
+    try:
+        return {child.pid for child in psutil.Process(pid).children(recursive=True)}
+    except psutil.NoSuchProcess:
+        return set()
+
+
+def running(pid: int) -> bool:
+    """Tell whether a process exists and is not a zombie."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def children(pid: int) -> list[int]:
-    """Return the pids of a process's children (every thread's, from /proc)."""
-    found: list[int] = []
-    for path in Path(f"/proc/{pid}/task").glob("*/children"):
-        with contextlib.suppress(OSError):
-            found += [int(child) for child in path.read_text().split()]
-    return found
+    """Return the pids of a process's children (whichever of its threads started them); none once pid is gone."""
+    try:
+        return [child.pid for child in psutil.Process(pid).children()]
+    except psutil.NoSuchProcess:
+        return []
 
 
 def delivery_uuids(webhook_uuid: str) -> set[str]:
@@ -232,11 +256,15 @@ __all__ = [
     "EmbeddedRedis",
     "WorkerProcess",
     "Writer",
+    "add_driver",
     "children",
     "delete_queue",
+    "deliveries",
     "delivery_uuids",
-    "drain_pending",
+    "descendants",
     "new_queue_name",
+    "running",
+    "settled",
     "shared_redis_url",
     "wait_until",
 ]

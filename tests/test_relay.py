@@ -1,0 +1,208 @@
+"""jobs.relay: committed deliveries become RQ jobs once, lost jobs are handed back, and the loop relays until stopped."""
+
+import dataclasses
+import datetime
+import threading
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from rq.job import JobStatus
+
+import models
+from jobs import queue as jobs_queue
+from jobs.relay import Relay
+from models import utcnow
+from models.webhooks import FAILED, Delivery, Webhook, pack_events
+from riskapi import outbox
+from tests.support import free_port, wait_until
+
+
+@pytest.fixture
+def redis_connection(redis_url):
+    """A connection to the tests' Redis."""
+    connection = redis.Redis.from_url(redis_url, socket_timeout=5)
+    yield connection
+    connection.close()
+
+
+@pytest.fixture
+def relay_settings(settings, queue_name):
+    """Settings of a relay on this test's own queue; a delivery is stale as soon as it was relayed; no retention job."""
+    return dataclasses.replace(settings, webhook_queue=queue_name, webhook_stale_after=0.0, retention_days=0)
+
+
+@pytest.fixture
+def relay(redis_connection, relay_settings, connection):
+    """A relay on this test's queue (a database connection held)."""
+    return Relay(redis_connection, relay_settings)
+
+
+@pytest.fixture
+def waiting(db_tenant, connection):
+    """Write `count` deliveries that wait for the relay, through the outbox; return their rows in id order."""
+    agency = db_tenant.agency.id
+    events = pack_events(["x.y"])
+    webhook = Webhook.create(agency=agency, type="custom", url="https://hooks.example.com/in", events=events, secret="s")
+
+    def write(count: int = 1) -> list[Delivery]:
+        with models.atomic():
+            outbox.record(agency, "x.y", [{"n": n} for n in range(count)])
+        return list(Delivery.select().where(Delivery.webhook == webhook.id).order_by(Delivery.id))[-count:]
+
+    return write
+
+
+def fresh(row: Delivery) -> Delivery:
+    """Read a delivery again."""
+    return Delivery.get_by_id(row.id)
+
+
+def stale(rows) -> bool:
+    """Wait until the clock has passed every row's relay time (the relay's cutoff is now minus stale_after = now)."""
+    latest = max(fresh(row).relayed for row in rows)
+    return wait_until(lambda: utcnow() > latest, timeout=1, interval=0.001)
+
+
+def test_nothing_waiting_enqueues_nothing(relay):
+    """With no delivery waiting a pass moves nothing and leaves the queue empty."""
+    assert relay.relay_pending() == 0
+    assert relay.queue.count == 0
+
+
+def test_a_lone_delivery_gets_a_job_of_its_own_once(relay, waiting):
+    """One waiting delivery: one job named after its new generation, carrying (id, generation); not relayed twice."""
+    [row] = waiting(1)
+    assert relay.relay_pending() == 1
+    row = fresh(row)
+    assert row.relayed is not None and row.generation == 1 and row.batch is None
+    [job] = relay.queue.get_jobs()
+    assert job.id == jobs_queue.job_id(row.uuid, 1)
+    assert job.func_name == jobs_queue.JOB_FUNCTION and job.args == (row.id, 1)
+    assert relay.relay_pending() == 0
+    assert relay.queue.count == 1
+
+
+def test_first_attempts_share_a_batch_and_a_later_attempt_gets_its_own_job(relay, waiting):
+    """Three first attempts go in one batch job; a delivery already tried (a redelivery mid-round) goes alone."""
+    rows = waiting(4)
+    Delivery.update(tries=2).where(Delivery.id == rows[3].id).execute()
+    assert relay.relay_pending() == 4
+    rows = [fresh(row) for row in rows]
+    jobs = {job.id: job for job in relay.queue.get_jobs()}
+    batch = jobs_queue.batch_id(rows[0].uuid, 1)
+    assert set(jobs) == {batch, jobs_queue.job_id(rows[3].uuid, 1)}
+    assert [row.batch for row in rows] == [batch, batch, batch, None]
+    assert jobs[batch].args == ([(row.id, 1) for row in rows[:3]],)
+
+
+def test_a_pass_takes_at_most_its_limit(relay, waiting):
+    """relay_pending(limit) hands over the oldest `limit`; the rest wait for the next pass."""
+    rows = waiting(3)
+    assert relay.relay_pending(limit=2) == 2
+    assert [fresh(row).relayed is not None for row in rows] == [True, True, False]
+    assert relay.relay_pending(limit=2) == 1
+    assert relay.relay_pending(limit=2) == 0
+
+
+def test_settled_deliveries_are_not_relayed(relay, waiting):
+    """Only pending deliveries wait for the relay."""
+    [row] = waiting(1)
+    Delivery.update(status=FAILED).where(Delivery.id == row.id).execute()
+    assert relay.relay_pending() == 0
+    assert relay.queue.count == 0
+
+
+def test_redis_unreachable_hands_the_deliveries_back_for_the_next_pass(relay, relay_settings, waiting):
+    """When the enqueue fails the error goes up and the rows wait again; the next pass uses a newer generation."""
+    [row] = waiting(1)
+    nobody = redis.Redis(port=free_port(), socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))  # no retries: fail at once
+    unreachable = Relay(nobody, relay_settings)
+    with pytest.raises(redis.ConnectionError):
+        unreachable.relay_pending()
+    assert fresh(row).relayed is None
+    assert relay.relay_pending() == 1
+    [job] = relay.queue.get_jobs()
+    assert job.id == jobs_queue.job_id(row.uuid, fresh(row).generation) and fresh(row).generation == 2
+
+
+def test_rescue_leaves_a_job_that_waits_in_its_queue(relay, waiting):
+    """A queued job still in its queue's list is a backlog, not a loss."""
+    rows = waiting(2)
+    relay.relay_pending()
+    assert stale(rows)
+    assert relay.rescue() == 0
+    assert all(fresh(row).relayed is not None for row in rows)
+
+
+def test_rescue_hands_back_a_delivery_whose_job_vanished(relay, waiting):
+    """A job Redis lost: the delivery waits again, and the next pass gives it a new generation's job."""
+    [row] = waiting(1)
+    relay.relay_pending()
+    [job] = relay.queue.get_jobs()
+    job.delete()
+    assert stale([row])
+    assert relay.rescue() == 1
+    assert fresh(row).relayed is None and fresh(row).locked_until is None
+    assert relay.relay_pending() == 1
+    assert [job.id for job in relay.queue.get_jobs()] == [jobs_queue.job_id(row.uuid, 2)]
+
+
+def test_rescue_hands_back_a_job_taken_off_its_queue_but_never_started(relay, waiting):
+    """A job that says queued but no queue holds (its worker died after taking it) is lost."""
+    [row] = waiting(1)
+    relay.relay_pending()
+    [job] = relay.queue.get_jobs()
+    relay.queue.remove(job)
+    assert job.get_status() == JobStatus.QUEUED
+    assert stale([row])
+    assert relay.rescue() == 1
+    assert fresh(row).relayed is None
+
+
+def test_rescue_hands_back_a_job_that_ended_without_settling(relay, waiting):
+    """A finished (or failed) job whose delivery is still pending will not run again: it is lost."""
+    [row] = waiting(1)
+    relay.relay_pending()
+    [job] = relay.queue.get_jobs()
+    relay.queue.remove(job)
+    job.set_status(JobStatus.FINISHED)
+    assert stale([row])
+    assert relay.rescue() == 1
+
+
+def test_rescue_leaves_a_claimed_delivery(relay, waiting):
+    """A delivery an attempt holds (locked_until ahead) is not handed back, even if its job is gone."""
+    [row] = waiting(1)
+    relay.relay_pending()
+    relay.queue.get_jobs()[0].delete()
+    Delivery.update(locked_until=utcnow() + datetime.timedelta(minutes=1)).where(Delivery.id == row.id).execute()
+    assert stale([row])
+    assert relay.rescue() == 0
+    assert fresh(row).relayed is not None
+
+
+def test_rescue_waits_stale_after_before_calling_a_job_lost(redis_connection, relay_settings, connection, waiting):
+    """Within stale_after of its hand-over a delivery is never handed back."""
+    patient = Relay(redis_connection, dataclasses.replace(relay_settings, webhook_stale_after=3600.0))
+    [row] = waiting(1)
+    patient.relay_pending()
+    patient.queue.get_jobs()[0].delete()
+    assert patient.rescue() == 0
+    assert fresh(row).relayed is not None
+
+
+def test_run_relays_what_is_written_until_stopped(relay, waiting):
+    """The loop picks up a delivery written while it runs, and returns once stop is set."""
+    stop = threading.Event()
+    loop = threading.Thread(target=relay.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        [row] = waiting(1)
+        assert wait_until(lambda: fresh(row).relayed is not None, timeout=10)
+        assert [job.id for job in relay.queue.get_jobs()] == [jobs_queue.job_id(row.uuid, 1)]
+    finally:
+        stop.set()
+        loop.join(10)
+    assert not loop.is_alive()
