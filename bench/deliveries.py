@@ -33,13 +33,16 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
+from riskapi.jobs import (  # noqa: E402
+    outbox,  # noqa: E402
+    signing,
+    transport,
+)
+from riskapi.jobs.broker import EmbeddedRedis  # noqa: E402
+from riskapi.jobs.delivery import signed_headers  # noqa: E402
 
-import models  # noqa: E402
 from bench import isolation  # noqa: E402
-from jobs import signing, transport  # noqa: E402
-from jobs.broker import EmbeddedRedis  # noqa: E402
-from jobs.delivery import signed_headers  # noqa: E402
-from riskapi import outbox  # noqa: E402
+from riskapi import models  # noqa: E402
 from riskapi.config import Settings  # noqa: E402
 from tests.conftest import ServerThread, free_port, items, make_tenant  # noqa: E402
 from tests.receiver import Receiver, Reply  # noqa: E402
@@ -122,7 +125,7 @@ def main(argv=None) -> int:
             if args.receiver_delay:
                 receiver.responses = lambda request: Reply(200, delay=args.receiver_delay)
             tenant = make_tenant(webhook_limit=100)
-            from models.webhooks import PENDING, Delivery, Webhook, pack_events
+            from riskapi.models.webhooks import PENDING, Delivery, Webhook, pack_events
 
             with models.db.connection_context():
                 # Deliveries of other runs must not compete for this worker.

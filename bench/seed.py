@@ -5,9 +5,10 @@ import random
 import uuid
 from dataclasses import dataclass
 
-import models
-from models.risk_data import Driver, Vehicle
-from models.tenancy import Agency, Risk, Token
+from riskapi.models.risk_data import Driver, Vehicle
+from riskapi.models.tenancy import Agency, Risk, Token
+
+from riskapi import models
 
 FIRST = ("Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "Ken", "Radia", "Linus")
 LAST = ("Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "Thompson", "Perlman", "Torvalds")

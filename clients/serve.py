@@ -31,8 +31,9 @@ def free_port() -> int:
 
 def make_tenant() -> dict:
     """Create an agency, a token and a risk profile (and a second agency's risk) in the database."""
-    import models
-    from models.tenancy import Agency, Risk, Token
+    from riskapi.models.tenancy import Agency, Risk, Token
+
+    from riskapi import models
 
     with models.db.connection_context():
         agency = Agency.create(name="Browser clients", webhook_limit=10)
@@ -50,7 +51,7 @@ def main(argv=None) -> int:
 
     import uvicorn
 
-    import models
+    from riskapi import models
     from riskapi.app import create_app
     from riskapi.config import Settings
 

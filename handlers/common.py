@@ -8,12 +8,12 @@ import cachetools
 import flask
 import orjson
 from connexion import context
+from riskapi.handlers import settings
+from riskapi.models.tenancy import Risk
 
-from models.tenancy import Risk
 from riskapi import precognition, query, spec, writes
-from riskapi.app import settings
-from riskapi.errors import ApiError
 from riskapi.pagination import Paginator, envelope
+from riskapi.problems import ApiError
 
 _SECRET: list = []
 
@@ -57,7 +57,7 @@ def body() -> tuple:
 def cursor_secret() -> bytes:
     """Return the key that signs cursors, shared by every process."""
     if not _SECRET:
-        from models.tenancy import AppKey
+        from riskapi.models.tenancy import AppKey
 
         configured = settings().secret_key
         _SECRET.append((configured or AppKey.get_or_make("cursor")).encode())

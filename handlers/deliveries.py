@@ -2,12 +2,12 @@
 
 import uuid
 
-import models
-from handlers import common
-from handlers.webhooks import webhook_of
-from models.webhooks import FAILED, PENDING, Attempt, Delivery, Event
-from riskapi import query, writes
-from riskapi.errors import ApiError
+from riskapi.handlers import common
+from riskapi.handlers.webhooks import webhook_of
+from riskapi.models.webhooks import FAILED, PENDING, Attempt, Delivery, Event
+
+from riskapi import models, query, writes
+from riskapi.problems import ApiError
 from riskapi.render import envelope, timestamp, values
 
 

@@ -1,10 +1,10 @@
 """Events published by the platform's other services (forms, e-signatures) for their agency; the event types."""
 
 import flask
+from riskapi.handlers import common
+from riskapi.jobs import outbox
 
-import models
-from handlers import common
-from riskapi import outbox, spec, writes
+from riskapi import models, spec, writes
 
 
 def publish_event(user):

@@ -3,10 +3,9 @@
 import functools
 
 import redis
+from riskapi.handlers import common, settings
 
-import models
-from handlers import common
-from riskapi.app import settings
+from riskapi import models
 
 # A probe must answer within the prober's timeout (often 1-2 s), even when a dependency hangs.
 PROBE_TIMEOUT = 1.0

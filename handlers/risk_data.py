@@ -2,7 +2,8 @@
 
 import functools
 
-from handlers import common
+from riskapi.handlers import common
+
 from riskapi import render, risk_writes, writes
 
 

@@ -3,17 +3,17 @@
 import datetime
 import uuid
 
-import models
-from handlers import common
-from jobs.signing import generate_secret
-from models import utcnow
-from models.tenancy import Agency
-from models.webhooks import Webhook, pack_events, unpack_events
-from riskapi import outbox, writes
-from riskapi.app import settings
-from riskapi.errors import ApiError
+from riskapi.handlers import common, settings
+from riskapi.jobs import outbox
+from riskapi.jobs.signing import generate_secret
+from riskapi.jobs.webhook_urls import normalise, url_problem
+from riskapi.models import utcnow
+from riskapi.models.tenancy import Agency
+from riskapi.models.webhooks import Webhook, pack_events, unpack_events
+
+from riskapi import models, writes
+from riskapi.problems import ApiError
 from riskapi.render import envelope
-from riskapi.webhook_urls import normalise, url_problem
 
 # ---- rendering and lookup -------------------------------------------------------------------------
 

@@ -25,12 +25,11 @@ import logging
 import time
 
 import peewee
+from riskapi.jobs import signing, transport
+from riskapi.models import utcnow
+from riskapi.models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Event, Webhook
 
-import models
-from jobs import signing, transport
-from models import utcnow
-from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Event, Webhook
-from riskapi import __version__, metrics
+from riskapi import __version__, metrics, models
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.delivery")
@@ -66,7 +65,7 @@ def worker_settings() -> Settings:
 
 def deliver(delivery_id: int, generation: int) -> str:
     """RQ entry point: hand one attempt of a delivery to the process's attempts in flight, or make it here."""
-    from jobs import inflight
+    from riskapi.jobs import inflight
 
     engine = inflight.current()
     if engine is not None:

@@ -19,6 +19,7 @@ in time is let go unattempted, so no attempt runs on a claim that may have lapse
 
 from __future__ import annotations
 
+import bisect
 import collections
 import concurrent.futures
 import logging
@@ -27,15 +28,15 @@ import time
 from dataclasses import dataclass
 
 import redis
+from riskapi.jobs import claims, transport
+from riskapi.jobs.broker import Outage
+from riskapi.jobs.delivery import _claim, _reconnecting, signed_headers, signing_secrets
+from riskapi.jobs.pacing import Pacer
+from riskapi.jobs.recorder import Recorder
+from riskapi.jobs.slowness import SlowMarks
+from riskapi.models import utcnow
+from riskapi.models.webhooks import Delivery, Webhook
 
-from jobs import claims, transport
-from jobs.broker import Outage
-from jobs.delivery import _claim, _reconnecting, signed_headers, signing_secrets
-from jobs.pacing import Pacer
-from jobs.recorder import Recorder
-from jobs.slowness import SlowMarks
-from models import utcnow
-from models.webhooks import Delivery, Webhook
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.delivery")
@@ -60,6 +61,14 @@ class _Item:
     generation: int
     due: float  # time.time() before which the attempt must not start (a retry RQ ran early, or its paced slot)
     lease: float  # time.monotonic() until which this process's claim holds
+
+
+def _enter(line: collections.deque, item: _Item) -> None:
+    """Put an item in its line in order of due time: RQ threads reserve slots and enter lines in either order."""
+    if not line or line[-1].due <= item.due:
+        line.append(item)
+    else:
+        line.insert(bisect.bisect_right(line, item.due, key=lambda waiting: waiting.due), item)
 
 
 class Engine:
@@ -137,7 +146,7 @@ class Engine:
                 if webhook.id not in self._lines:
                     self._lines[webhook.id] = collections.deque()
                     self._turns.append(webhook.id)
-                self._lines[webhook.id].append(_Item(delivery, generation, max(due, clock + wait) if wait > 0 else due, lease))
+                _enter(self._lines[webhook.id], _Item(delivery, generation, max(due, clock + wait) if wait > 0 else due, lease))
                 self._held += 1
             self._cond.notify_all()
 

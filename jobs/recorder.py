@@ -16,15 +16,15 @@ import time
 from typing import TYPE_CHECKING
 
 import redis
+from riskapi.jobs import claims, transport
+from riskapi.jobs import queue as jobs_queue
+from riskapi.jobs.delivery import DATABASE_ERRORS, AttemptFailed, _finish, _reconnecting, _record
+from riskapi.models.webhooks import FAILED, Webhook
 
-import models
-from jobs import claims, transport
-from jobs import queue as jobs_queue
-from jobs.delivery import DATABASE_ERRORS, AttemptFailed, _finish, _reconnecting, _record
-from models.webhooks import FAILED, Webhook
+from riskapi import models
 
 if TYPE_CHECKING:
-    from jobs.inflight import Engine
+    from riskapi.jobs.inflight import Engine
 
 log = logging.getLogger("riskapi.delivery")
 

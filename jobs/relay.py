@@ -27,15 +27,14 @@ import threading
 import time
 
 import redis
+from riskapi.jobs import queue as jobs_queue
+from riskapi.jobs import retention
+from riskapi.jobs.broker import Backoff, Outage
+from riskapi.jobs.delivery import DATABASE_ERRORS
+from riskapi.models import utcnow
+from riskapi.models.webhooks import PENDING, Delivery
 
-import models
-from jobs import queue as jobs_queue
-from jobs import retention
-from jobs.broker import Backoff, Outage
-from jobs.delivery import DATABASE_ERRORS
-from models import utcnow
-from models.webhooks import PENDING, Delivery
-from riskapi import wake
+from riskapi import models, wake
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.relay")

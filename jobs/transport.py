@@ -21,7 +21,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
-from riskapi.webhook_urls import normalise
+from riskapi.jobs.webhook_urls import normalise
 
 __all__ = ["MAX_RESPONSE_BYTES", "Result", "is_allowed_address", "post", "prepare"]
 

@@ -105,14 +105,14 @@ class PublicModel(BaseModel):
 
 def all_models():
     """Return every model class in creation order."""
-    from models.migrations import SchemaMigration
-    from models.risk_data import Address, Building, Driver, Premise, Vehicle
-    from models.tenancy import Agency, AppKey, Risk, Token
+    from riskapi.models.migrations import SchemaMigration
+    from riskapi.models.risk_data import Address, Building, Driver, Premise, Vehicle
+    from riskapi.models.tenancy import Agency, AppKey, Risk, Token
 
     # The version table too: dropping every table (tests/conftest.py) then leaves an empty database.
     models = [SchemaMigration, AppKey, Agency, Token, Risk, Vehicle, Premise, Driver, Address, Building]
     try:
-        from models.webhooks import WEBHOOK_MODELS
+        from riskapi.models.webhooks import WEBHOOK_MODELS
     except ImportError:  # pragma: no cover - webhooks are optional during bootstrap
         WEBHOOK_MODELS = []
     return models + list(WEBHOOK_MODELS)
@@ -120,6 +120,6 @@ def all_models():
 
 def upgrade() -> list[str]:
     """Apply the pending schema migrations (models/migrations) in order; return the names applied."""
-    from models import migrations
+    from riskapi.models import migrations
 
     return migrations.upgrade()

@@ -1,9 +1,8 @@
 """Risk data: drivers and their addresses, vehicles, premises and buildings."""
 
 import peewee
-
-from models import PublicModel, is_sqlite
-from models.tenancy import Risk
+from riskapi.models import PublicModel, is_sqlite
+from riskapi.models.tenancy import Risk
 
 
 class InRisk(PublicModel):
@@ -54,7 +53,7 @@ class RiskObject(InRisk):
         (SQLite's write transactions already do.)
         """
         if not is_sqlite():
-            from models.tenancy import Risk
+            from riskapi.models.tenancy import Risk
 
             Risk.select(Risk.id).where(Risk.id == risk_id).for_update().execute()
         return (cls.select(peewee.fn.MAX(cls.number)).where(cls.risk == risk_id).scalar() or 0) + 1

@@ -5,8 +5,7 @@ import hashlib
 import secrets
 
 import peewee
-
-from models import BaseModel, PublicModel, utcnow
+from riskapi.models import BaseModel, PublicModel, utcnow
 
 
 class Agency(PublicModel):

@@ -10,9 +10,8 @@ from connexion.middleware import MiddlewarePosition
 from connexion.validators import FormDataValidator, MultiPartFormDataValidator
 from starlette.middleware.cors import CORSMiddleware
 
-import models
-from riskapi import errors, logs, precognition, wake
-from riskapi.config import Settings, SettingsError
+from riskapi import errors, logs, models, precognition, wake
+from riskapi.config import SETTINGS_KEY, Settings, SettingsError
 from riskapi.connexion_internals import run_flask_in_threads
 from riskapi.docs import SpecMiddleware
 from riskapi.metrics import MetricsMiddleware
@@ -92,7 +91,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
         )
 
     flask_app = app.app
-    flask_app.config["RISKAPI"] = settings
+    flask_app.config[SETTINGS_KEY] = settings
     # A small thread pool: the GIL makes more threads slower, not faster.
     run_flask_in_threads(app, settings.threads)
     pooled = not models.is_sqlite()
@@ -134,9 +133,4 @@ def asgi():
     except SettingsError as exc:
         raise SystemExit(f"riskapi: {exc}") from None
     return create_app(settings)
-
-
-def settings() -> Settings:
-    """Return the settings of the running app."""
-    return flask.current_app.config["RISKAPI"]
 

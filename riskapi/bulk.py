@@ -4,12 +4,11 @@ import uuid
 
 import peewee
 
-from models import utcnow
-from models.risk_data import KINDS, Address, Building, Driver, Premise
 from riskapi import render, spec, writes
-from riskapi.errors import ValidationFailed
-from riskapi.request_validators import compiled
-from riskapi.validation import parse_date
+from riskapi.models import utcnow
+from riskapi.models.risk_data import KINDS, Address, Building, Driver, Premise
+from riskapi.problems import ValidationFailed
+from riskapi.validation import compiled, parse_date
 from riskapi.writes import Errors, fail_if, transaction  # noqa: F401 (tests name them bulk.*)
 
 NOT_FOUND = "The {} could not be found in the risk profile."

@@ -4,8 +4,7 @@ import argparse
 import json
 import sys
 
-import models
-from riskapi import spec
+from riskapi import models, spec
 from riskapi.config import Settings, SettingsError
 
 
@@ -26,7 +25,7 @@ def cmd_db_upgrade(args, settings):
 
 def cmd_db_status(args, settings):
     """List every schema migration, applied (with when) or pending; changes nothing."""
-    from models import migrations
+    from riskapi.models import migrations
 
     models.bind(settings.database_url)
     for row in migrations.status():
@@ -39,7 +38,7 @@ def cmd_db_status(args, settings):
 
 def cmd_agency_create(args, settings):
     """Create an agency."""
-    from models.tenancy import Agency
+    from riskapi.models.tenancy import Agency
 
     _db(settings)
     limit = args.webhook_limit if args.webhook_limit is not None else settings.default_webhook_limit
@@ -50,7 +49,7 @@ def cmd_agency_create(args, settings):
 
 def cmd_token_create(args, settings):
     """Create an API token for an agency; it is shown once."""
-    from models.tenancy import Token
+    from riskapi.models.tenancy import Token
 
     _db(settings)
     with models.db.connection_context():
@@ -62,7 +61,7 @@ def cmd_token_create(args, settings):
 
 def cmd_token_list(args, settings):
     """List an agency's tokens by prefix, with when they were created, last used, expire or were revoked; never the token."""
-    from models.tenancy import Token
+    from riskapi.models.tenancy import Token
 
     _db(settings)
     with models.db.connection_context():
@@ -81,8 +80,8 @@ def cmd_token_list(args, settings):
 
 def cmd_token_revoke(args, settings):
     """Revoke a token, named by itself or by its prefix; it answers 401 on every host within 5 s."""
-    from models import utcnow
-    from models.tenancy import Token
+    from riskapi.models import utcnow
+    from riskapi.models.tenancy import Token
 
     _db(settings)
     with models.db.connection_context(), models.atomic():
@@ -117,7 +116,7 @@ def _duration(text: str) -> float:
 
 def cmd_risk_create(args, settings):
     """Create a risk profile for an agency."""
-    from models.tenancy import Risk
+    from riskapi.models.tenancy import Risk
 
     _db(settings)
     with models.db.connection_context():
@@ -129,7 +128,7 @@ def cmd_risk_create(args, settings):
 def _agency(value: str):
     import uuid
 
-    from models.tenancy import Agency
+    from riskapi.models.tenancy import Agency
 
     try:
         uuid.UUID(value)
@@ -211,7 +210,7 @@ def main(argv=None) -> None:
             args.workers = Settings.read_env().int("RISKAPI_WORKERS", 1, minimum=1)
     except SettingsError as exc:
         sys.exit(f"riskapi: {exc}")
-    from models.migrations import MigrationError
+    from riskapi.models.migrations import MigrationError
 
     try:
         args.func(args, settings)

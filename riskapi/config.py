@@ -3,6 +3,9 @@
 import os
 from dataclasses import dataclass, field
 
+# Where the app factory keeps its Settings in Flask's app config, for the handlers to read.
+SETTINGS_KEY = "RISKAPI"
+
 
 class SettingsError(ValueError):
     """Raised when an environment variable holds a value its setting cannot take."""

@@ -9,27 +9,9 @@ from connexion.lifecycle import ConnexionResponse
 from starlette.exceptions import HTTPException
 
 from riskapi import precognition
+from riskapi.problems import ApiError, ValidationFailed
 
 log = logging.getLogger("riskapi")
-
-
-class ApiError(Exception):
-    """Raised when a request fails with a status and a message."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-class ValidationFailed(Exception):
-    """Raised when parameters or body values are invalid."""
-
-    def __init__(self, errors: dict, selectable: bool = True):
-        super().__init__(errors)
-        self.errors = errors
-        # Precognition-Validate-Only selects among body fields; parameter errors always stand.
-        self.selectable = selectable
 
 
 def json_response(status: int, body, headers=None) -> ConnexionResponse:

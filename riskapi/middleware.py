@@ -7,7 +7,7 @@ import orjson
 from starlette.datastructures import Headers, MutableHeaders
 
 from riskapi import precognition, spec
-from riskapi.errors import ApiError, ValidationFailed
+from riskapi.problems import ApiError, ValidationFailed
 
 # What a POST may stand for, and where: the spec's overrideRiskData.
 _METHODS = set(spec.schema("MethodOverride")["enum"])

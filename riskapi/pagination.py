@@ -11,7 +11,7 @@ import itsdangerous
 import orjson
 import peewee
 
-from riskapi.errors import ValidationFailed
+from riskapi.problems import ValidationFailed
 
 BAD_CURSOR = {"cursor": ["The cursor is invalid."]}
 

@@ -12,7 +12,7 @@ import functools
 import flask
 from connexion.lifecycle import ConnexionResponse
 
-import models
+from riskapi import models
 
 _READS = {"GET", "HEAD", "OPTIONS"}
 

@@ -6,8 +6,8 @@ import flask
 import peewee
 
 from riskapi import spec
-from riskapi.errors import ValidationFailed
 from riskapi.pagination import Key
+from riskapi.problems import ValidationFailed
 
 
 def _contains(field, text: str):

@@ -133,7 +133,7 @@ def _embedded(model, name: str, rows: list[dict]) -> dict:
         key, wanted = target.id, [row[name] for row in rows]
     else:
         # The related object names the row (an address its driver).
-        from models.risk_data import KINDS
+        from riskapi.models.risk_data import KINDS
 
         target = KINDS[name]
         key = next(f for f in target._meta.refs if f.rel_model is model)

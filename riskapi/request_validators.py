@@ -9,22 +9,12 @@ from connexion.validators.parameter import ParameterValidator
 from starlette.datastructures import Headers
 
 from riskapi import spec
-from riskapi.errors import ApiError, ValidationFailed
+from riskapi.problems import ApiError, ValidationFailed
 from riskapi.spec import FILTER_PARAMETER
-from riskapi.validation import SchemaValidator, attribute
+from riskapi.validation import attribute, compiled
 
-_compiled: dict = {}
 # Any `filter[...]` key of a query string, the empty name included (to name it as not allowed).
 _ANY_FILTER = re.compile(r"^filter\[([^\[\]]*)\]$")
-
-
-def compiled(schema: dict) -> SchemaValidator:
-    """Return the cached validator of a schema object."""
-    hit = _compiled.get(id(schema))
-    if hit is None or hit[0] is not schema:
-        hit = (schema, SchemaValidator(schema))
-        _compiled[id(schema)] = hit
-    return hit[1]
 
 
 def stash(scope, **values) -> None:

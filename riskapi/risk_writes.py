@@ -1,7 +1,8 @@
 """The risk-data writes of the bulk-write path (riskapi.writes): bulk's rules and rows, their rendering, their events."""
 
-from riskapi import outbox, render
+from riskapi import render
 from riskapi.bulk import apply_delete, apply_update, insert, plan_create, plan_delete, plan_update
+from riskapi.jobs import outbox
 from riskapi.writes import Errors
 
 

@@ -18,9 +18,9 @@ import time
 
 import uvicorn
 
-import models
-from jobs.broker import Backoff, EmbeddedRedis, die_with_parent
+from riskapi import models
 from riskapi.config import Settings
+from riskapi.jobs.broker import Backoff, EmbeddedRedis, die_with_parent
 
 log = logging.getLogger("riskapi")
 
@@ -76,7 +76,7 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1, worker: bo
 
 def _greet(host: str, port: int) -> None:
     """Say where the API listens, and how to make a first tenant when there is none."""
-    from models.tenancy import Agency
+    from riskapi.models.tenancy import Agency
 
     base = f"http://{host}:{port}/api/v1"
     print(f"riskapi: serving {base} (docs: {base}/docs/, spec: {base}/openapi.yaml)", flush=True)
@@ -235,7 +235,7 @@ def _wait_for_group(group: int, timeout: float) -> None:
 
 def work(settings: Settings, burst: bool = False) -> None:
     """Run the outbox relay and a delivery worker (with RQ's scheduler) against REDIS_URL."""
-    from jobs import broker, worker
+    from riskapi.jobs import broker, worker
 
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     if not settings.redis_url:

@@ -1,13 +1,15 @@
 """The OpenAPI document: loaded once, read by Python instead of re-listing it."""
 
 import functools
+import importlib.resources
 import pathlib
 import re
 
 import yaml
 from connexion.json_schema import ExtendedSafeLoader, resolve_refs
 
-SPEC_PATH = pathlib.Path(__file__).resolve().parent.parent / "spec" / "openapi.yaml"
+# The repository's spec/ folder, installed as the package riskapi.openapi.
+SPEC_PATH = pathlib.Path(str(importlib.resources.files("riskapi.openapi") / "openapi.yaml"))
 
 # A list's filters are query parameters named `filter[<name>]` (spatie's form, sent as is by generated clients).
 FILTER_PARAMETER = re.compile(r"^filter\[([^\[\]]+)\]$")

@@ -10,7 +10,7 @@ import jsonschema_rs
 from jsonschema import Draft4Validator, FormatChecker, ValidationError
 from jsonschema.validators import extend
 
-from riskapi.errors import ValidationFailed
+from riskapi.problems import ValidationFailed
 
 _US_DATE = re.compile(r"^(\d{2})/(\d{2})/(\d{4})$")
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -228,3 +228,15 @@ def check(validator: SchemaValidator, instance, prefix: str = "") -> None:
     errors = validator.errors(instance, prefix)
     if errors:
         raise ValidationFailed(errors)
+
+
+_compiled: dict = {}
+
+
+def compiled(schema: dict) -> SchemaValidator:
+    """Return the cached validator of a schema object."""
+    hit = _compiled.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        hit = (schema, SchemaValidator(schema))
+        _compiled[id(schema)] = hit
+    return hit[1]

@@ -9,8 +9,8 @@ from typing import Protocol
 
 import peewee
 
-from models import atomic
-from riskapi.errors import ApiError, ValidationFailed
+from riskapi.models import atomic
+from riskapi.problems import ApiError, ValidationFailed
 
 # PostgreSQL's deadlock_detected and serialization_failure: the transaction can simply run again.
 _RETRYABLE = {"40P01", "40001"}

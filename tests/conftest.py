@@ -6,7 +6,7 @@ import tempfile
 import httpx
 import pytest
 
-import models
+from riskapi import models
 from riskapi.config import Settings
 from tests.support import (  # noqa: F401 - bench/ and clients/sdk/run.py import some from here
     CREATED_AGENCIES,
@@ -98,7 +98,7 @@ def db_tenant(database) -> Tenant:
 @pytest.fixture
 def profile(db_tenant, connection):
     """The risk profile row of db_tenant (a connection held), for tests of the domain modules."""
-    from models.tenancy import Risk
+    from riskapi.models.tenancy import Risk
 
     return Risk.get(Risk.uuid == db_tenant.risk)
 

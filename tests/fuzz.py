@@ -12,7 +12,7 @@ import tempfile
 
 import httpx
 
-import models
+from riskapi import models
 from riskapi.config import Settings
 from tests.support import ServerThread, free_port, items, make_tenant, reset_database
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import uvicorn
 
-import models
+from riskapi import models
 
 # Agencies make_tenant created since the last call of forget_agencies(): conftest settles what they left pending.
 CREATED_AGENCIES: list[int] = []
@@ -84,7 +84,7 @@ class Tenant:
 
 def make_tenant(risk_type: str = "commercial", webhook_limit: int = 10) -> Tenant:
     """Create an agency, a token and a risk profile directly in the database."""
-    from models.tenancy import Agency, Risk, Token
+    from riskapi.models.tenancy import Agency, Risk, Token
 
     with models.db.connection_context():
         agency = Agency.create(name="Agency", webhook_limit=webhook_limit)
@@ -96,7 +96,7 @@ def make_tenant(risk_type: str = "commercial", webhook_limit: int = 10) -> Tenan
 
 def settle_pending(agency_ids) -> int:
     """Mark the pending deliveries of these agencies' webhooks failed, so no later worker or relay picks them up."""
-    from models.webhooks import FAILED, PENDING, Delivery, Webhook
+    from riskapi.models.webhooks import FAILED, PENDING, Delivery, Webhook
 
     ids = list(agency_ids)
     if not ids:

@@ -2,10 +2,10 @@
 
 import peewee
 import pytest
+from riskapi.models.risk_data import Address, Building, Driver, Premise, Vehicle
 
-from models.risk_data import Address, Building, Driver, Premise, Vehicle
 from riskapi import bulk
-from riskapi.errors import ApiError, ValidationFailed
+from riskapi.problems import ApiError, ValidationFailed
 
 
 def body(kind: str, *datas, **extra) -> dict:
@@ -53,7 +53,7 @@ def test_numbers_taken_in_the_profile_or_twice_in_the_request_are_errors(profile
 
 def test_a_number_of_another_profile_is_free(profile):
     """Numbers are unique per risk profile only."""
-    from models.tenancy import Risk
+    from riskapi.models.tenancy import Risk
 
     other = Risk.create(agency=profile.agency_id, type="commercial", name="Other")
     Vehicle.create(risk=other.id, number=1)

@@ -30,7 +30,7 @@ def test_agency_token_risk_then_the_token_works(tmp_path):
     stored = subprocess.run(["grep", "-c", token["token"], f"{tmp_path}/cli.db"], capture_output=True, text=True)
     assert stored.stdout.strip() == "0"  # only the hash is stored
 
-    import models
+    from riskapi import models
     from riskapi.app import create_app
     from riskapi.config import Settings
 

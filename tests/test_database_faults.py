@@ -24,7 +24,7 @@ pytestmark = [
 
 def terminate_backends() -> int:
     """Cut every other connection to the test database, as a restart or failover would."""
-    import models
+    from riskapi import models
 
     cursor = models.db.execute_sql(
         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
@@ -34,7 +34,7 @@ def terminate_backends() -> int:
 
 
 def test_cut_connections_are_replaced_without_an_error(server, tenant):
-    import models
+    from riskapi import models
 
     def call(i):
         with httpx.Client(base_url=server.url + "/api/v1", timeout=30) as http:

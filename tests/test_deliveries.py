@@ -14,8 +14,8 @@ import time
 
 import httpx
 import psutil
+from riskapi.jobs.signing import verify
 
-from jobs.signing import verify
 from riskapi import __version__
 from tests.receiver import Reply
 from tests.support import free_port, items, make_tenant, make_webhook

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from riskapi.jobs import outbox
+from riskapi.models.webhooks import Delivery, Event
 
-import models
-from models.webhooks import Delivery, Event
-from riskapi import outbox
+from riskapi import models
 from tests.support import items, make_webhook
 
 
@@ -20,7 +20,7 @@ def log(client, tenant, hook, **params) -> list[dict]:
 
 def bodies(hook_uuid: str) -> list[dict]:
     """The delivered bodies of a webhook's deliveries, oldest first."""
-    from models.webhooks import Webhook
+    from riskapi.models.webhooks import Webhook
 
     with models.db.connection_context():
         query = (

@@ -4,7 +4,7 @@ import dataclasses
 
 import httpx
 
-import models
+from riskapi import models
 from riskapi.app import create_app
 from tests.support import ServerThread, free_port
 

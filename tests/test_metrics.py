@@ -9,7 +9,7 @@ import sys
 
 import httpx
 
-import models
+from riskapi import models
 from riskapi.app import create_app
 from tests.support import ServerThread, free_port, make_tenant
 from tests.webhook_support import wait_until

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from riskapi.jobs.signing import generate_secret
 
-from jobs.signing import generate_secret
 from tests.support import free_port
 from tests.webhook_support import wait_until
 
@@ -202,7 +202,7 @@ def test_fresh_old_and_model_schemas_are_one_schema(scratch):
     old_database(old)
     riskapi(old, "db", "upgrade")
     # What the models declare today: a model changed without a migration shows here.
-    code = "import models, sys; models.bind(sys.argv[1]); models.db.create_tables(models.all_models())"
+    code = "import sys; from riskapi import models; models.bind(sys.argv[1]); models.db.create_tables(models.all_models())"
     subprocess.run([sys.executable, "-c", code, declared], check=True)
     schemas = []
     for url in (fresh, old, declared):
@@ -214,7 +214,7 @@ def test_fresh_old_and_model_schemas_are_one_schema(scratch):
 
 FAILING = """
 import sys, types
-from models import migrations
+from riskapi.models import migrations
 from riskapi import cli
 
 def up(migrator, database):

@@ -5,8 +5,8 @@ import uuid
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from riskapi.jobs.pacing import Pacer
 
-from jobs.pacing import Pacer
 from tests.support import items, make_webhook
 from tests.webhook_support import wait_until
 

@@ -4,10 +4,10 @@ import base64
 
 import httpx
 import pytest
+from riskapi.models.risk_data import Driver
 
-from models.risk_data import Driver
-from riskapi.errors import ValidationFailed
 from riskapi.pagination import Paginator, envelope
+from riskapi.problems import ValidationFailed
 from riskapi.query import ListSpec
 from tests.support import items
 

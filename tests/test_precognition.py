@@ -73,9 +73,10 @@ def test_every_response_varies_on_precognition(client, tenant):
 
 def _counts() -> tuple:
     """Count every row a write could leave behind."""
-    import models
-    from models.risk_data import Address, Driver
-    from models.webhooks import Delivery, Event, Webhook
+    from riskapi.models.risk_data import Address, Driver
+    from riskapi.models.webhooks import Delivery, Event, Webhook
+
+    from riskapi import models
 
     with models.db.connection_context():
         return tuple(model.select().count() for model in (Driver, Address, Webhook, Event, Delivery))

@@ -4,11 +4,11 @@ import datetime
 
 import peewee
 import pytest
+from riskapi.models.risk_data import Driver, Vehicle
+from riskapi.models.tenancy import Risk
+from riskapi.models.webhooks import Webhook, pack_events
 
-from models.risk_data import Driver, Vehicle
-from models.tenancy import Risk
-from models.webhooks import Webhook, pack_events
-from riskapi.errors import ValidationFailed
+from riskapi.problems import ValidationFailed
 from riskapi.query import ListSpec, moment
 
 

@@ -6,17 +6,16 @@ import time
 
 import pytest
 import redis
-from rq import Queue
-from rq.scheduler import RQScheduler
-from rq.worker import WorkerStatus
-
-from jobs.rq_internals import (
+from riskapi.jobs.rq_internals import (
     HookedWorker,
     forget_scheduler_process,
     install_scheduler_signal_handlers,
     scheduler_process,
     scheduler_stop_requested,
 )
+from rq import Queue
+from rq.scheduler import RQScheduler
+from rq.worker import WorkerStatus
 
 
 @pytest.fixture

@@ -9,9 +9,7 @@ import hmac
 import re
 
 import pytest
-from standardwebhooks import Webhook, WebhookVerificationError
-
-from jobs.signing import (
+from riskapi.jobs.signing import (
     SECRET_PREFIX,
     generate_secret,
     sign,
@@ -21,7 +19,9 @@ from jobs.signing import (
     standard_signatures,
     verify,
 )
-from jobs.transport import post
+from riskapi.jobs.transport import post
+from standardwebhooks import Webhook, WebhookVerificationError
+
 from tests.receiver import Receiver
 
 BODY = b'{"event":"risk.updated","id":42}'

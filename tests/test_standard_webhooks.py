@@ -22,11 +22,11 @@ import time
 
 import pytest
 import standardwebhooks.webhooks
+from riskapi.jobs.signing import SECRET_PREFIX, sign_standard, standard_secret, verify
+from riskapi.models.webhooks import Webhook as WebhookRow
 from standardwebhooks import Webhook, WebhookVerificationError
 
-import models
-from jobs.signing import SECRET_PREFIX, sign_standard, standard_secret, verify
-from models.webhooks import Webhook as WebhookRow
+from riskapi import models
 from riskapi.config import Settings
 from tests.receiver import Reply
 from tests.support import make_webhook

@@ -45,7 +45,7 @@ def test_a_revoked_token_answers_401_within_the_cache_bound(client, tenant, caps
 
 
 def test_an_ambiguous_prefix_is_refused(tenant, capsys):
-    from models.tenancy import Token
+    from riskapi.models.tenancy import Token
 
     twin = Token.get(Token.digest == Token.hash(tenant.token))
     Token.update(prefix=twin.prefix).where(Token.id != twin.id).where(Token.agency == twin.agency).execute()

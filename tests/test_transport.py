@@ -8,8 +8,8 @@ import socket
 import time
 
 import pytest
+from riskapi.jobs.transport import MAX_RESPONSE_BYTES, Result, is_allowed_address, post
 
-from jobs.transport import MAX_RESPONSE_BYTES, Result, is_allowed_address, post
 from tests.receiver import Receiver, Reply
 
 BODY = b'{"event":"risk.updated","score":0.73}'
@@ -344,7 +344,7 @@ def test_caller_bugs_raise():
 
 
 def test_retry_after_in_seconds_or_as_an_http_date():
-    from jobs.transport import parse_retry_after
+    from riskapi.jobs.transport import parse_retry_after
 
     now = 1_800_000_000.0
     assert parse_retry_after("120", now) == 120.0

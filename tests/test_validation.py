@@ -5,7 +5,7 @@ import datetime
 import pytest
 
 from riskapi import spec
-from riskapi.errors import ValidationFailed
+from riskapi.problems import ValidationFailed
 from riskapi.validation import SchemaValidator, attribute, check, parse_date
 
 PERSON = {

@@ -21,11 +21,11 @@ import peewee
 import psutil
 import pytest
 import redis
+from riskapi.jobs import delivery, transport
+from riskapi.jobs.relay import Relay
+from riskapi.jobs.signing import verify
 
-import models
-from jobs import delivery, transport
-from jobs.relay import Relay
-from jobs.signing import verify
+from riskapi import models
 from tests.support import free_port, items, make_webhook
 from tests.webhook_support import (
     ROOT,
@@ -56,7 +56,7 @@ def assert_signed(receiver, secret: str) -> None:
 
 
 def all_succeeded(hook_uuid: str) -> bool:
-    from models.webhooks import SUCCEEDED, Delivery, Webhook
+    from riskapi.models.webhooks import SUCCEEDED, Delivery, Webhook
 
     with models.db.connection_context():
         query = Delivery.select().join(Webhook).where((Webhook.uuid == hook_uuid) & (Delivery.status != SUCCEEDED))
@@ -231,7 +231,7 @@ def test_serve_starts_a_killed_worker_again_and_every_delivery_arrives(tmp_path,
 
 def test_a_delivery_attempt_outlives_its_database_connection_being_cut(server, client, tenant, receiver, monkeypatch):
     # No worker: the attempt runs here, in this thread.
-    from models.webhooks import Attempt, Delivery, Webhook
+    from riskapi.models.webhooks import Attempt, Delivery, Webhook
 
     hook = make_webhook(client, tenant, url=receiver.url)
     client.post(tenant.url("/drivers"), json=items("driver", {}), headers=tenant.headers)
@@ -275,7 +275,7 @@ def test_the_relay_backs_off_and_reports_each_outage_once(server, settings, capl
 
     monkeypatch.setattr(relay, "relay_pending", relay_pending)
     monkeypatch.setattr(relay, "rescue", lambda: 0)
-    monkeypatch.setattr("jobs.retention.offer", lambda *args: False)  # its Redis is scripted above, not real
+    monkeypatch.setattr("riskapi.jobs.retention.offer", lambda *args: False)  # its Redis is scripted above, not real
     stop = threading.Event()
     thread = threading.Thread(target=relay.run, args=(stop,), daemon=True)
     with caplog.at_level(logging.WARNING, logger="riskapi.relay"):

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import psutil
 import redis
+from riskapi.jobs.broker import EmbeddedRedis
 
-import models
-from jobs.broker import EmbeddedRedis
+from riskapi import models
 from riskapi.server import stop_process_group
 from tests.support import items, wait_until
 
@@ -208,7 +208,7 @@ def children(pid: int) -> list[int]:
 
 def delivery_uuids(webhook_uuid: str) -> set[str]:
     """Return the uuids of every delivery of a webhook, from the database the tests share."""
-    from models.webhooks import Delivery, Webhook
+    from riskapi.models.webhooks import Delivery, Webhook
 
     with models.db.connection_context():
         query = Delivery.select(Delivery.uuid).join(Webhook).where(Webhook.uuid == webhook_uuid)

@@ -7,8 +7,7 @@ adds the missing nullable columns. Python-side defaults are left out: they are n
 """
 
 import peewee
-
-from models.migrations import add_missing_columns
+from riskapi.models.migrations import add_missing_columns
 
 
 class Frozen(peewee.Model):

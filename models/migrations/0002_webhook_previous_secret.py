@@ -5,8 +5,7 @@ version table may have added them already: only what is missing is added.
 """
 
 import peewee
-
-from models.migrations import add_missing_columns
+from riskapi.models.migrations import add_missing_columns
 
 
 def up(migrator, database):

@@ -7,8 +7,7 @@ already: only what is missing is added.
 """
 
 import peewee
-
-from models.migrations import add_missing_columns
+from riskapi.models.migrations import add_missing_columns
 
 
 def up(migrator, database):

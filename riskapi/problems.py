@@ -1,0 +1,23 @@
+"""What a request can fail with, raised anywhere below the API; riskapi.errors maps each to its response."""
+
+
+class ApiError(Exception):
+    """Raised when a request fails with a status and a message."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class ValidationFailed(Exception):
+    """Raised when parameters or body values are invalid."""
+
+    def __init__(self, errors: dict, selectable: bool = True):
+        super().__init__(errors)
+        self.errors = errors
+        # Precognition-Validate-Only selects among body fields; parameter errors always stand.
+        self.selectable = selectable
+
+
+__all__ = ["ApiError", "ValidationFailed"]
