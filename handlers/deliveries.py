@@ -36,11 +36,11 @@ def _attempts(ids: list[int]) -> dict:
     return found
 
 
-def list_deliveries(user, webhook, per_page, cursor=None, filter=None, sort=None):
+def list_deliveries(agency_id, webhook, per_page, cursor=None, filter_=None, sort=None):
     """List a webhook's deliveries, newest first."""
-    hook = webhook_of(user, webhook)
+    hook = webhook_of(agency_id, webhook)
     rows = _select().where(Delivery.webhook == hook.id).dicts()
-    return common.list_page(Delivery, rows, user, per_page, cursor, filter, sort, _render_page)
+    return common.list_page(Delivery, rows, agency_id, per_page, cursor, filter_, sort, _render_page)
 
 
 def _render_page(rows: list[dict]) -> list[dict]:
@@ -48,10 +48,10 @@ def _render_page(rows: list[dict]) -> list[dict]:
     return [render(row, attempts[row["id"]]) for row in rows]
 
 
-def redeliver(user, webhook, delivery):
+def redeliver(agency_id, webhook, delivery):
     """Start a new round of attempts for a delivery (same event, same Service-Delivery id)."""
     with models.atomic():
-        hook = webhook_of(user, webhook)
+        hook = webhook_of(agency_id, webhook)
         try:
             uuid.UUID(delivery)
         except ValueError:
@@ -67,7 +67,7 @@ def redeliver(user, webhook, delivery):
     return common.respond(202, {"data": render(row, attempts)})
 
 
-def recover_deliveries(user, webhook):
+def recover_deliveries(agency_id, webhook):
     """Queue a new round of attempts for every failed delivery of a webhook created in a window."""
     payload, errors = common.body()
     writes.fail_if(errors)
@@ -76,7 +76,7 @@ def recover_deliveries(user, webhook):
     if until is not None and until <= since:
         writes.fail_if(writes.Errors({"until": ["The until field must be a date after since."]}))
     with models.atomic():
-        hook = webhook_of(user, webhook)
+        hook = webhook_of(agency_id, webhook)
         if hook.disabled is not None:
             raise ApiError(409, "The webhook is disabled; re-enable it first.")
         window = (Delivery.webhook == hook.id) & (Delivery.status == FAILED) & (Delivery.created >= since)

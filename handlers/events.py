@@ -7,16 +7,16 @@ from riskapi.jobs import outbox
 from riskapi import models, spec, writes
 
 
-def publish_event(user):
+def publish_event(agency_id):
     """Record an event and queue a delivery to each active webhook of the agency subscribed to it."""
     payload, errors = common.body()
     writes.fail_if(errors)
     with models.atomic():
-        accepted = outbox.record(user, payload["event"], [payload["data"]], keep=True)[0]
+        accepted = outbox.record(agency_id, payload["event"], [payload["data"]], keep=True)[0]
     return common.respond(202, accepted)
 
 
-def list_event_types(user, filter=None):
+def list_event_types(agency_id, filter_=None):
     """List the events a webhook can subscribe to, each with its payload schema, as the spec states them."""
     # Like every list's filters, read from the query string (Connexion cannot pass `filter[name]` by name).
     names = flask.request.args.getlist("filter[name]")

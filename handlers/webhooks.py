@@ -199,28 +199,28 @@ def _check_limit(agency_id: int, adding: int) -> None:
 # ---- operations -----------------------------------------------------------------------------------
 
 
-def list_webhooks(user, per_page, cursor=None, filter=None, sort=None):
+def list_webhooks(agency_id, per_page, cursor=None, filter_=None, sort=None):
     """List the agency's webhooks."""
-    rows = Webhook.select().where(Webhook.agency == user).dicts()
-    return common.list_page(Webhook, rows, user, per_page, cursor, filter, sort, lambda page: [render(row) for row in page])
+    rows = Webhook.select().where(Webhook.agency == agency_id).dicts()
+    return common.list_page(Webhook, rows, agency_id, per_page, cursor, filter_, sort, lambda page: [render(row) for row in page])
 
 
-def create_webhooks(user):
+def create_webhooks(agency_id):
     """Create webhooks."""
-    return common.bulk_write(201, _Create(user))
+    return common.bulk_write(201, _Create(agency_id))
 
 
-def update_webhooks(user):
+def update_webhooks(agency_id):
     """Update webhooks."""
-    return common.bulk_write(200, _Update(user))
+    return common.bulk_write(200, _Update(agency_id))
 
 
-def delete_webhooks(user):
+def delete_webhooks(agency_id):
     """Delete webhooks; their pending deliveries go with them."""
-    return common.bulk_write(200, _Delete(user))
+    return common.bulk_write(200, _Delete(agency_id))
 
 
-def rotate_secret(user, webhook):
+def rotate_secret(agency_id, webhook):
     """Give a webhook a new signing secret; the one replaced keeps signing webhook-signature for the grace period.
 
     The end of the grace is fixed now (RISKAPI_WEBHOOK_ROTATION_GRACE of this process) and stored, so
@@ -228,7 +228,7 @@ def rotate_secret(user, webhook):
     ends the older secret at once: only the secret just replaced stays valid.
     """
     with models.atomic():
-        found = webhook_of(user, webhook)
+        found = webhook_of(agency_id, webhook)
         now = utcnow()
         grace = settings().webhook_rotation_grace
         if grace > 0:
@@ -242,10 +242,10 @@ def rotate_secret(user, webhook):
     return common.respond(200, {"data": [render(row)]})
 
 
-def ping_webhook(user, webhook):
+def ping_webhook(agency_id, webhook):
     """Send a webhook.ping event to one webhook."""
     with models.atomic():
-        found = webhook_of(user, webhook)
+        found = webhook_of(agency_id, webhook)
         if found.disabled is not None:
             raise ApiError(409, "The webhook is disabled; re-enable it first.")
         accepted = outbox.ping(found)

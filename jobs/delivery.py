@@ -140,7 +140,7 @@ def attempt(delivery_id: int, generation: int, settings: Settings) -> str:
     if isinstance(claimed, str):
         return claimed
     delivery, webhook, started = claimed
-    body = delivery.source.body.encode()
+    body = delivery.stored_event.body.encode()
     result = transport.post(
         webhook.url,
         body,

@@ -195,7 +195,7 @@ class Engine:
         """Make one attempt (no database here) and pass its outcome to the recorder."""
         started = utcnow()
         try:
-            body = item.delivery.source.body.encode()
+            body = item.delivery.stored_event.body.encode()
             sent = signed_headers(item.delivery.event, item.delivery.uuid, webhook.uuid, body, signing_secrets(webhook, started))
             result = transport.post(
                 webhook.url,

@@ -64,7 +64,7 @@ def _write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int]
         {
             "uuid": uuid.uuid4(),
             "webhook": webhook_id,
-            "source": row["id"],
+            "stored_event": row["id"],
             "event": event,
             "status": PENDING,
             "tries": 0,

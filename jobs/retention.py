@@ -34,7 +34,7 @@ def purge(cutoff: datetime.datetime, batch: int = BATCH) -> dict[str, int]:
         with models.atomic():
             counts["attempts"] += Attempt.delete().where(Attempt.delivery.in_(ids)).execute()
             counts["deliveries"] += Delivery.delete().where(Delivery.id.in_(ids)).execute()
-    owed = Delivery.select(Delivery.id).where(Delivery.source == Event.id)
+    owed = Delivery.select(Delivery.id).where(Delivery.stored_event == Event.id)
     spent = Event.select(Event.id).where((Event.created < cutoff) & ~peewee.fn.EXISTS(owed))
     while ids := [row.id for row in spent.limit(batch)]:
         with models.atomic():

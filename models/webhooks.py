@@ -64,8 +64,8 @@ class Delivery(BaseModel):
 
     uuid = peewee.UUIDField(unique=True)
     webhook = peewee.ForeignKeyField(Webhook, backref="deliveries", on_delete="CASCADE")
-    source = peewee.ForeignKeyField(Event, column_name="event_id", on_delete="CASCADE")
-    event = peewee.CharField(max_length=64)  # the event's name, for filtering
+    stored_event = peewee.ForeignKeyField(Event, column_name="event_id", on_delete="CASCADE")  # what is sent
+    event = peewee.CharField(max_length=64)  # its name (the spec's `event`), to filter without a join
     status = peewee.CharField(max_length=16, default=PENDING)
     tries = peewee.IntegerField(default=0)  # attempts in the current round (redeliver starts a new one)
     next_attempt = peewee.DateTimeField(null=True)

@@ -18,6 +18,7 @@ from riskapi.metrics import MetricsMiddleware
 from riskapi.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
 from riskapi.ratelimit import RateLimitMiddleware
 from riskapi.request_validators import BodyValidator, ParamValidator, URIParser
+from riskapi.resolver import resolve
 from riskapi.spec import SPEC_PATH
 
 CORS_METHODS = ("GET", "POST", "PATCH", "DELETE")
@@ -52,7 +53,8 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
     }
     app.add_api(
         SPEC_PATH.name,
-        resolver=connexion.resolver.Resolver(function_resolver=precognition.resolve),
+        resolver=connexion.resolver.Resolver(function_resolver=resolve),
+        pythonic_params=True,
         validator_map=validator_map,
         uri_parser_class=URIParser,
         validate_responses=settings.validate_responses,

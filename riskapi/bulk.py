@@ -36,22 +36,22 @@ def columns(model, values: dict) -> dict:
     return out
 
 
-def check_profile_type(risk, items, errors: Errors) -> None:
+def check_profile_type(profile, items, errors: Errors) -> None:
     """An item's profile_type, when given, must be the risk profile's type."""
     for i, item in enumerate(items):
         value = item.get("profile_type") if isinstance(item, dict) else None
         path = f"data.{i}.profile_type"
-        if isinstance(value, str) and value != risk.type and errors.clean(path):
+        if isinstance(value, str) and value != profile.type and errors.clean(path):
             errors.add(path, f"The selected {path} is invalid.")
 
 
-def resolve_references(model, risk, entries, errors: Errors) -> dict:
+def resolve_references(model, profile, entries, errors: Errors) -> dict:
     """Map (index, name) to the referenced object's id, or None; unknown ones are errors."""
     resolved = {}
     for name, target in model.REFERENCES.items():
         wanted = [(i, d[name]) for i, d in entries if name in d and errors.clean(f"data.{i}.data.{name}")]
-        by_uuid = target.ids_by_uuid(risk.id, [v for _, v in wanted if isinstance(v, str)])
-        by_number = target.ids_by_number(risk.id, [v for _, v in wanted if _is_int(v)])
+        by_uuid = target.ids_by_uuid(profile.id, [v for _, v in wanted if isinstance(v, str)])
+        by_number = target.ids_by_number(profile.id, [v for _, v in wanted if _is_int(v)])
         for i, value in wanted:
             if value is None:
                 resolved[(i, name)] = None
@@ -63,9 +63,9 @@ def resolve_references(model, risk, entries, errors: Errors) -> dict:
     return resolved
 
 
-def check_numbers(model, risk, numbered, errors: Errors) -> None:
+def check_numbers(model, profile, numbered, errors: Errors) -> None:
     """Numbers stay unique in the risk profile: numbered is [(index, number, own id or None)]."""
-    taken = model.ids_by_number(risk.id, [n for _, n, _ in numbered])
+    taken = model.ids_by_number(profile.id, [n for _, n, _ in numbered])
     seen = set()
     for i, number, own in numbered:
         path = f"data.{i}.data.number"
@@ -74,25 +74,25 @@ def check_numbers(model, risk, numbered, errors: Errors) -> None:
         seen.add(number)
 
 
-def plan_create(model, risk, body, errors: Errors) -> list:
+def plan_create(model, profile, body, errors: Errors) -> list:
     """Check a create request against the database; return its rows."""
     listed = writes.items(body)
-    check_profile_type(risk, listed, errors)
+    check_profile_type(profile, listed, errors)
     entries = [(i, d) for i, _, d in writes.entries(listed)]
     numbered = [
         (i, d["number"], None) for i, d in entries if _is_int(d.get("number")) and errors.clean(f"data.{i}.data.number")
     ]
-    check_numbers(model, risk, numbered, errors)
-    refs = resolve_references(model, risk, entries, errors)
+    check_numbers(model, profile, numbered, errors)
+    refs = resolve_references(model, profile, entries, errors)
     if errors:
         return []
     now, used = utcnow(), {n for _, n, _ in numbered}
     # Auto numbers continue after the highest number, the request's explicit ones included.
-    next_number = max([model.next_number(risk.id), *(n + 1 for n in used)])
+    next_number = max([model.next_number(profile.id), *(n + 1 for n in used)])
     blank = {name: None for name in render.fields(model) if name not in model.REFERENCES}
     rows = []
     for i, values in entries:
-        row = {"risk": risk.id, "uuid": uuid.uuid4(), "created": now, "updated": now, **blank, **columns(model, values)}
+        row = {"risk": profile.id, "uuid": uuid.uuid4(), "created": now, "updated": now, **blank, **columns(model, values)}
         for name in model.REFERENCES:
             row[name] = refs.get((i, name))
         if row.get("number") is None:
@@ -106,7 +106,7 @@ def plan_create(model, risk, body, errors: Errors) -> list:
     return [] if errors else rows
 
 
-def insert(model, risk, rows: list) -> list[dict]:
+def insert(model, profile, rows: list) -> list[dict]:
     """Insert planned rows (and nested addresses); return them as stored."""
     stored = [row for row, _ in rows]
     for start in range(0, len(stored), 500):
@@ -118,7 +118,7 @@ def insert(model, risk, rows: list) -> list[dict]:
     for row, nested in rows:
         if nested:
             address = {
-                "risk": risk.id,
+                "risk": profile.id,
                 "driver": row["id"],
                 "uuid": uuid.uuid4(),
                 "created": row["created"],
@@ -132,10 +132,10 @@ def insert(model, risk, rows: list) -> list[dict]:
     return stored
 
 
-def plan_update(risk, body, errors: Errors) -> list:
+def plan_update(profile, body, errors: Errors) -> list:
     """Check an update request against the database; return [(index, model, id, values, refs)]."""
     listed = writes.items(body)
-    check_profile_type(risk, listed, errors)
+    check_profile_type(profile, listed, errors)
     by_kind: dict = {}
     for i, item, values in writes.entries(listed):
         if isinstance(item.get("object"), str) and item["object"] in KINDS:
@@ -143,7 +143,7 @@ def plan_update(risk, body, errors: Errors) -> list:
     plan = []
     for kind, entries in by_kind.items():
         model = KINDS[kind]
-        ids = _existing(model, risk, [(i, item) for i, item, _ in entries], errors)
+        ids = _existing(model, profile, [(i, item) for i, item, _ in entries], errors)
         found = [(i, item, values) for i, item, values in entries if i in ids]
         numbered = [
             (i, v["number"], ids[i])
@@ -151,17 +151,17 @@ def plan_update(risk, body, errors: Errors) -> list:
             if _is_int(v.get("number")) and errors.clean(f"data.{i}.data.number")
         ]
         if numbered and hasattr(model, "next_number"):
-            check_numbers(model, risk, numbered, errors)
-        refs = resolve_references(model, risk, [(i, v) for i, _, v in found], errors)
+            check_numbers(model, profile, numbered, errors)
+        refs = resolve_references(model, profile, [(i, v) for i, _, v in found], errors)
         if model is Driver:
             _check_nested_addresses(found, ids, errors)
         plan.extend((i, model, ids[i], values, refs) for i, item, values in found)
     return sorted(plan, key=lambda step: step[0])
 
 
-def _existing(model, risk, listed, errors: Errors) -> dict:
+def _existing(model, profile, listed, errors: Errors) -> dict:
     """Map item indexes to ids of the objects that exist (locked until the write ends); report the rest and repeats."""
-    return writes.existing(listed, lambda uuids: model.ids_by_uuid(risk.id, uuids, lock=True), errors, NOT_FOUND)
+    return writes.existing(listed, lambda uuids: model.ids_by_uuid(profile.id, uuids, lock=True), errors, NOT_FOUND)
 
 
 def _check_nested_addresses(found, ids, errors: Errors) -> None:
@@ -180,7 +180,7 @@ def _check_nested_addresses(found, ids, errors: Errors) -> None:
                     errors.add(path, message)
 
 
-def apply_update(risk, plan: list) -> list[dict]:
+def apply_update(profile, plan: list) -> list[dict]:
     """Write a checked update; return the bulk response items."""
     now, out = utcnow(), []
     for i, model, object_id, values, refs in plan:
@@ -197,7 +197,7 @@ def apply_update(risk, plan: list) -> list[dict]:
             ).execute()
         nested = values.get("address", False) if model is Driver else False
         if nested is not False:
-            _write_nested_address(risk, object_id, nested, now)
+            _write_nested_address(profile, object_id, nested, now)
     for _, model, object_id, values, _ in plan:
         current = render.select(model).where(model.id == object_id).first()
         if current is None:
@@ -206,7 +206,7 @@ def apply_update(risk, plan: list) -> list[dict]:
             "object": model.OBJECT,
             "uuid": str(current["uuid"]),
             "data": render.data(model, current),
-            "profile_type": risk.type,
+            "profile_type": profile.type,
         }
         if model is Driver and "address" in values:
             address = Address.select().where(Address.driver == object_id).dicts().first()
@@ -221,25 +221,25 @@ def _vanished(index: int) -> None:
     raise ValidationFailed({path: [NOT_FOUND.format(path)]})
 
 
-def _write_nested_address(risk, driver_id: int, nested, now) -> None:
+def _write_nested_address(profile, driver_id: int, nested, now) -> None:
     if nested is None:
         Address.delete().where(Address.driver == driver_id).execute()
         return
     values = columns(Address, nested["data"])
     updated = Address.update(**values, updated=now).where(Address.driver == driver_id).execute()
     if not updated:
-        Address.insert(risk=risk.id, driver=driver_id, uuid=uuid.uuid4(), created=now, updated=now, **values).execute()
+        Address.insert(risk=profile.id, driver=driver_id, uuid=uuid.uuid4(), created=now, updated=now, **values).execute()
 
 
-def plan_delete(risk, body, errors: Errors) -> list:
+def plan_delete(profile, body, errors: Errors) -> list:
     """Check a delete request; return [(index, model, id, uuid)] in a safe order."""
     listed = writes.items(body)
-    check_profile_type(risk, listed, errors)
+    check_profile_type(profile, listed, errors)
     plan = []
     for kind in DELETE_ORDER:
         model = KINDS[kind]
         of_kind = [(i, item) for i, item in enumerate(listed) if isinstance(item, dict) and item.get("object") == kind]
-        ids = _existing(model, risk, of_kind, errors)
+        ids = _existing(model, profile, of_kind, errors)
         plan.extend((i, model, object_id, listed[i]["uuid"]) for i, object_id in ids.items())
     premises = {object_id: i for i, model, object_id, _ in plan if model is Premise}
     if premises:
@@ -252,11 +252,11 @@ def plan_delete(risk, body, errors: Errors) -> list:
     return plan
 
 
-def apply_delete(risk, plan: list) -> list[dict]:
+def apply_delete(profile, plan: list) -> list[dict]:
     """Delete checked objects; return the bulk response items in request order."""
     for _, model, object_id, _ in plan:
         model.delete().where(model.id == object_id).execute()
     return [
-        {"object": model.OBJECT, "uuid": str(value).lower(), "profile_type": risk.type}
+        {"object": model.OBJECT, "uuid": str(value).lower(), "profile_type": profile.type}
         for _, model, _, value in sorted(plan, key=lambda step: step[0])
     ]

@@ -94,16 +94,3 @@ def guard(view):
         return passed() if 200 <= status < 300 else response
 
     return wrapper
-
-
-def resolve(operation_id: str):
-    """Resolve an operationId to its handler, guarded against writing on a dry-run.
-
-    Connexion hands over `<x-openapi-router-controller>.<operationId>` (`handlers.drivers.listDrivers`):
-    the camelCase operationId names the module's snake_case function (`list_drivers`).
-    """
-    from connexion.utils import get_function_from_name
-
-    from riskapi.spec import function_name
-
-    return guard(get_function_from_name(function_name(operation_id)))

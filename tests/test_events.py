@@ -25,7 +25,7 @@ def bodies(hook_uuid: str) -> list[dict]:
     with models.db.connection_context():
         query = (
             Event.select(Event.body)
-            .join(Delivery, on=(Delivery.source == Event.id))
+            .join(Delivery, on=(Delivery.stored_event == Event.id))
             .join(Webhook)
             .where(Webhook.uuid == hook_uuid)
             .order_by(Delivery.id)

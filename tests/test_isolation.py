@@ -1,4 +1,4 @@
-"""Isolation (issue 9, point 1): a slow or dead receiver delays nobody else's deliveries.
+"""Isolation: a slow or dead receiver delays nobody else's deliveries.
 
 One `riskapi worker` with the default threads and a 1 s deadline; agency A's receiver answers after
 3 s (every attempt times out), agency B's (another server, as it would be) at once. While 1,000 of
@@ -116,6 +116,5 @@ def test_one_slow_webhook_with_1000_pending_delays_no_other_agency(client, recei
     run(client, receiver, slow_receiver, start_worker, tmp_path, ["/slow"], PENDING)
 
 
-@pytest.mark.xfail(strict=False, reason="issue 9 (open): with 50 slow webhooks the healthy p99 is ~1.2 s, over the 1 s aim")
 def test_50_slow_webhooks_with_20_pending_each_delay_no_other_agency(client, receiver, slow_receiver, start_worker, tmp_path):
     run(client, receiver, slow_receiver, start_worker, tmp_path, [f"/slow/{n}" for n in range(50)], PENDING // 50)

@@ -15,7 +15,7 @@ FOLDERS = {"riskapi": ROOT / "riskapi", "riskapi.handlers": ROOT / "handlers", "
 LAYERS = [
     ("composition", ["riskapi.cli", "riskapi.server"]),
     ("api", ["riskapi.app", "riskapi.middleware", "riskapi.errors", "riskapi.docs", "riskapi.request_validators",
-             "riskapi.connexion_internals", "riskapi.ratelimit"]),
+             "riskapi.connexion_internals", "riskapi.ratelimit", "riskapi.resolver"]),
     ("handlers", ["riskapi.handlers", "riskapi.precognition"]),
     ("workers", ["riskapi.jobs.worker", "riskapi.jobs.rq_internals", "riskapi.jobs.relay", "riskapi.jobs.inflight",
                  "riskapi.jobs.recorder", "riskapi.jobs.claims", "riskapi.jobs.batch", "riskapi.jobs.delivery",

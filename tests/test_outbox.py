@@ -63,7 +63,7 @@ def test_keep_writes_the_events_without_deliveries(agency):
     assert [w["event"] for w in written] == ["form.completed"] * 2
     events = list(Event.select().where(Event.uuid.in_([w["id"] for w in written])))
     assert len(events) == 2 and all(e.agency_id == agency for e in events)
-    assert not Delivery.select().where(Delivery.source.in_([e.id for e in events])).exists()
+    assert not Delivery.select().where(Delivery.stored_event.in_([e.id for e in events])).exists()
 
 
 def test_no_payloads_write_nothing(agency):
@@ -90,7 +90,7 @@ def test_each_payload_is_one_event_with_a_pending_delivery_per_subscribed_active
         assert event.body == outbox.body(event.uuid, "driver.created", event.created, payload).decode()
         assert json.loads(event.body)["created"] == sent["created"]
     rows = deliveries_of(one, two)
-    pairs = Delivery.select(Delivery.webhook, Delivery.source).where(Delivery.id.in_([d.id for d in rows])).tuples()
+    pairs = Delivery.select(Delivery.webhook, Delivery.stored_event).where(Delivery.id.in_([d.id for d in rows])).tuples()
     assert sorted(pairs) == sorted((w.id, e.id) for w in (one, two) for e in events.values())
     for row in rows:
         assert (row.status, row.tries, row.generation, row.event) == (PENDING, 0, 0, "driver.created")

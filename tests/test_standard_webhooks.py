@@ -1,5 +1,5 @@
 """Standard Webhooks headers on real deliveries, verified with the official `standardwebhooks` library
-(PyPI, pinned in the test extra), and secret rotation with a grace period (issue 9, points 2 and 3).
+(PyPI, pinned in the test extra), and secret rotation with a grace period.
 
 Deliveries go API write → outbox → `riskapi worker` → the HTTPS receiver, as in test_deliveries.
 """

@@ -1,4 +1,4 @@
-"""Webhook urls: subscribing checks and stores the normalised form that delivery sends (issue 6)."""
+"""Webhook urls: subscribing checks and stores the normalised form that delivery sends."""
 
 from __future__ import annotations
 

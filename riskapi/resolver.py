@@ -1,0 +1,39 @@
+"""Resolve an operationId to the function that handles it, as the handlers name their arguments.
+
+Connexion hands over `<x-openapi-router-controller>.<operationId>` (`riskapi.handlers.drivers.listDrivers`):
+the camelCase operationId names the module's snake_case function (`list_drivers`). Connexion passes
+the token's subject as `user`; that subject is an agency id, so handlers take it as `agency_id`.
+Connexion reads a handler's arguments from its signature (after unwrapping `__wrapped__`), so the
+adapter shows Connexion the signature it knows and is not itself marked as a wrapper.
+"""
+
+import functools
+import inspect
+
+from connexion.utils import get_function_from_name
+
+from riskapi import precognition
+from riskapi.spec import function_name
+
+
+def resolve(operation_id: str):
+    """Return the handler of an operationId: guarded against writing on a dry-run, given the agency as agency_id."""
+    return precognition.guard(_agency_as_user(get_function_from_name(function_name(operation_id))))
+
+
+def _agency_as_user(handler):
+    signature = inspect.signature(handler)
+    if "agency_id" not in signature.parameters:
+        return handler
+
+    def call(user, **kwargs):
+        return handler(agency_id=user, **kwargs)
+
+    functools.update_wrapper(call, handler)
+    del call.__wrapped__  # Connexion must read call's signature, not the handler's
+    params = [param.replace(name="user") if name == "agency_id" else param for name, param in signature.parameters.items()]
+    call.__signature__ = signature.replace(parameters=params)
+    return call
+
+
+__all__ = ["resolve"]
