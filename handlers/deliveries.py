@@ -7,6 +7,7 @@ from riskapi.handlers.webhooks import webhook_of
 from riskapi.models.webhooks import FAILED, PENDING, Attempt, Delivery, Event
 
 from riskapi import models, query, writes
+from riskapi.messages import message
 from riskapi.problems import ApiError
 from riskapi.render import envelope, timestamp, values
 
@@ -74,7 +75,7 @@ def recover_deliveries(agency_id, webhook):
     since = query.moment(payload["since"], Delivery.created, upper=False)
     until = query.moment(payload["until"], Delivery.created, upper=False) if payload.get("until") else None
     if until is not None and until <= since:
-        writes.fail_if(writes.Errors({"until": ["The until field must be a date after since."]}))
+        writes.fail_if(writes.Errors({"until": [message("after", "until", date="since")]}))
     with models.atomic():
         hook = webhook_of(agency_id, webhook)
         if hook.disabled is not None:

@@ -5,6 +5,7 @@ import functools
 from riskapi.handlers import common
 
 from riskapi import render, risk_writes, writes
+from riskapi.messages import message
 
 
 def endpoints(model) -> tuple:
@@ -39,5 +40,5 @@ def override_risk_data(agency_id, risk):
     common.risk_of(agency_id, risk)
     _, errors = common.body()
     if not errors:
-        errors.add("_method", "The _method field is required.")
+        errors.add("_method", message("required", "_method"))
     writes.fail_if(errors)

@@ -12,6 +12,7 @@ from riskapi.models.tenancy import Agency
 from riskapi.models.webhooks import Webhook, pack_events, unpack_events
 
 from riskapi import models, writes
+from riskapi.messages import message
 from riskapi.problems import ApiError
 from riskapi.render import envelope
 
@@ -60,7 +61,7 @@ def _check_url(values: dict, path: str, errors: writes.Errors) -> str | None:
         return None
     problem = url_problem(url, settings().webhook_allow_private)
     if problem:
-        errors.add(path, f"The {path} field {problem}.")
+        errors.add(path, message("url_refused", path, problem=problem))
         return None
     return normalise(url)
 
@@ -77,7 +78,7 @@ class _Write:
     def _existing(self, payload, errors: writes.Errors) -> dict:
         """Map item index to the agency's webhook row its uuid names; report unknown and repeated ones."""
         listed = [(i, item) for i, item in enumerate(writes.items(payload)) if isinstance(item, dict)]
-        return writes.existing(listed, self._rows_of, errors, "The selected {} is invalid.")
+        return writes.existing(listed, self._rows_of, errors, "in")
 
     def _rows_of(self, uuids: list[str]) -> dict:
         rows = Webhook.select().where((Webhook.agency == self.agency_id) & Webhook.uuid.in_(uuids)).dicts()
@@ -135,7 +136,7 @@ class _Update(_Write):
                 continue
             path = f"data.{i}.data.type"
             if "type" in values and values["type"] != current["type"] and errors.clean(path):
-                errors.add(path, f"The {path} field cannot be changed; delete the webhook and create another.")
+                errors.add(path, message("immutable", path))
             plan.append((i, current, _changes(values, current, url, now)))
         return plan
 

@@ -5,14 +5,13 @@ import uuid
 import peewee
 
 from riskapi import render, spec, writes
+from riskapi.messages import message
 from riskapi.models import utcnow
 from riskapi.models.risk_data import KINDS, Address, Building, Driver, Premise
 from riskapi.problems import ValidationFailed
 from riskapi.validation import compiled, parse_date
 from riskapi.writes import Errors, fail_if, transaction  # noqa: F401 (tests name them bulk.*)
 
-NOT_FOUND = "The {} could not be found in the risk profile."
-NO_NUMBER_LEFT = "The {} could not be assigned: the risk profile's numbers reach {}; give a free number."
 # The spec's bound of numbers: PostgreSQL's integer, so that auto-numbering never overflows the column.
 MAX_NUMBER = spec.schema("Number")["maximum"]
 # Children first, so that restrictive foreign keys never see a dangling row.
@@ -42,7 +41,7 @@ def check_profile_type(profile, items, errors: Errors) -> None:
         value = item.get("profile_type") if isinstance(item, dict) else None
         path = f"data.{i}.profile_type"
         if isinstance(value, str) and value != profile.type and errors.clean(path):
-            errors.add(path, f"The selected {path} is invalid.")
+            errors.add(path, message("in", path))
 
 
 def resolve_references(model, profile, entries, errors: Errors) -> dict:
@@ -58,7 +57,7 @@ def resolve_references(model, profile, entries, errors: Errors) -> dict:
                 continue
             found = by_uuid.get(str(value).lower()) if isinstance(value, str) else by_number.get(value)
             if found is None:
-                errors.add(f"data.{i}.data.{name}", f"The selected data.{i}.data.{name} is invalid.")
+                errors.add(f"data.{i}.data.{name}", message("in", f"data.{i}.data.{name}"))
             resolved[(i, name)] = found
     return resolved
 
@@ -70,7 +69,7 @@ def check_numbers(model, profile, numbered, errors: Errors) -> None:
     for i, number, own in numbered:
         path = f"data.{i}.data.number"
         if number in seen or taken.get(number, own) != own:
-            errors.add(path, f"The {path} has already been taken.")
+            errors.add(path, message("unique", path))
         seen.add(number)
 
 
@@ -99,7 +98,7 @@ def plan_create(model, profile, body, errors: Errors) -> list:
             while next_number in used:
                 next_number += 1
             if next_number > MAX_NUMBER:
-                errors.add(f"data.{i}.data.number", NO_NUMBER_LEFT.format(f"data.{i}.data.number", MAX_NUMBER))
+                errors.add(f"data.{i}.data.number", message("no_number_left", f"data.{i}.data.number", max=MAX_NUMBER))
             row["number"] = next_number
             used.add(next_number)
         rows.append((row, values.get("address") if "address" not in model._meta.fields else None))
@@ -161,7 +160,7 @@ def plan_update(profile, body, errors: Errors) -> list:
 
 def _existing(model, profile, listed, errors: Errors) -> dict:
     """Map item indexes to ids of the objects that exist (locked until the write ends); report the rest and repeats."""
-    return writes.existing(listed, lambda uuids: model.ids_by_uuid(profile.id, uuids, lock=True), errors, NOT_FOUND)
+    return writes.existing(listed, lambda uuids: model.ids_by_uuid(profile.id, uuids, lock=True), errors, "not_found")
 
 
 def _check_nested_addresses(found, ids, errors: Errors) -> None:
@@ -218,7 +217,7 @@ def apply_update(profile, plan: list) -> list[dict]:
 def _vanished(index: int) -> None:
     """Fail an item whose row a concurrent request deleted after it was checked (the write rolls back)."""
     path = f"data.{index}.uuid"
-    raise ValidationFailed({path: [NOT_FOUND.format(path)]})
+    raise ValidationFailed({path: [message("not_found", path)]})
 
 
 def _write_nested_address(profile, driver_id: int, nested, now) -> None:
@@ -248,7 +247,7 @@ def plan_delete(profile, body, errors: Errors) -> list:
         for premise_id, building_id in query.tuples():
             if building_id not in going:
                 path = f"data.{premises[premise_id]}.uuid"
-                errors.add(path, f"The {path} cannot be deleted while the premise has buildings.")
+                errors.add(path, message("has_buildings", path))
     return plan
 
 

@@ -119,7 +119,7 @@ class BodyMiddleware:
         named = parsed.get("_method") if isinstance(parsed, dict) else None
         method = header.upper() if header is not None else named.upper() if isinstance(named, str) else None
         if header is not None and named is not None and (not isinstance(named, str) or named.upper() != method):
-            raise ValidationFailed({"_method": ["The _method field must match the X-HTTP-Method-Override header."]})
+            raise ValidationFailed({"_method": [message("method_mismatch", "_method")]})
         if method in _METHODS:
             if named is not None:
                 del parsed["_method"]

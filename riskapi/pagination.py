@@ -11,9 +11,10 @@ import itsdangerous
 import orjson
 import peewee
 
+from riskapi.messages import message
 from riskapi.problems import ValidationFailed
 
-BAD_CURSOR = {"cursor": ["The cursor is invalid."]}
+BAD_CURSOR = {"cursor": [message("bad_cursor", "cursor")]}
 
 
 class _ShortHMAC(itsdangerous.HMACAlgorithm):

@@ -6,6 +6,7 @@ import flask
 import peewee
 
 from riskapi import spec
+from riskapi.messages import message
 from riskapi.pagination import Key
 from riskapi.problems import ValidationFailed
 
@@ -93,7 +94,7 @@ class ListSpec:
             try:
                 query = query.where(self._clause(name, definition, value, risk_id))
             except ValueError:
-                errors[f"filter[{name}]"] = [f"The filter[{name}] field must be a valid date range."]
+                errors[f"filter[{name}]"] = [message("date_range", f"filter[{name}]")]
         if errors:
             raise ValidationFailed(errors)
         return query

@@ -9,6 +9,7 @@ from connexion.validators.parameter import ParameterValidator
 from starlette.datastructures import Headers
 
 from riskapi import spec
+from riskapi.messages import message
 from riskapi.problems import ApiError, ValidationFailed
 from riskapi.spec import FILTER_PARAMETER
 from riskapi.validation import attribute, compiled
@@ -39,7 +40,7 @@ def _too_deep(body, limit: int) -> dict:
             return {}
         level = deeper
     path = level[0][0]
-    return {path: [f"The {path} field must not be nested more than {limit} levels deep."]}
+    return {path: [message("nesting", path, max=limit)]}
 
 
 def _replay(receive, messages: list):
@@ -73,12 +74,12 @@ class BodyValidator(AbstractRequestBodyValidator):
     async def wrap_receive(self, receive, *, scope):
         messages, more = [], True
         while more:
-            message = await receive()
-            messages.append(message)
-            more = message.get("more_body", False)
+            received = await receive()
+            messages.append(received)
+            more = received.get("more_body", False)
         raw = b"".join(m.get("body", b"") for m in messages)
         if not raw.strip():
-            body, errors = None, {"data": ["The data field is required."]}
+            body, errors = None, {"data": [message("required", "data")]}
         else:
             try:
                 body = orjson.loads(raw)
@@ -153,13 +154,13 @@ class ParamValidator(ParameterValidator):
                 if names:  # `include=` names nothing: nothing to refuse
                     errors[key] = [_names_error(key, names, [])]
             else:
-                errors[key] = [f"The {attribute(key)} field is prohibited."]
+                errors[key] = [message("prohibited", attribute(key))]
 
     @staticmethod
     def _check_filter_names(request, allowed: list, errors: dict) -> None:
         """Name the `filter[<name>]` parameters a list does not declare, in spatie's words."""
         if "filter" in request.query_params:
-            errors["filter"] = ["The filter field must be an object."]
+            errors["filter"] = [message("object", "filter")]
             return
         names = [m.group(1) for key in request.query_params if (m := _ANY_FILTER.match(key))]
         offending = [name for name in names if name not in allowed]

@@ -10,6 +10,7 @@ import jsonschema_rs
 from jsonschema import Draft4Validator, FormatChecker, ValidationError
 from jsonschema.validators import extend
 
+from riskapi.messages import message
 from riskapi.problems import ValidationFailed
 
 _US_DATE = re.compile(r"^(\d{2})/(\d{2})/(\d{4})$")
@@ -133,10 +134,10 @@ class SchemaValidator:
             return {}
         found: dict = {}
         for error in self._slow.iter_errors(instance):
-            for path, message in _messages(error, prefix):
+            for path, text in _messages(error, prefix):
                 found.setdefault(path, [])
-                if message not in found[path]:
-                    found[path].append(message)
+                if text not in found[path]:
+                    found[path].append(text)
         return found
 
 
@@ -164,19 +165,23 @@ def _messages(error: ValidationError, prefix: str):
         for name in error.validator_value:
             if name not in present:
                 field = _join(path, [name])
-                yield field, f"The {attribute(field)} field is required."
+                yield field, message("required", attribute(field))
         return
     if kind == "additionalProperties":
         allowed = set(schema.get("properties", {}))
         for name in error.instance:
             if name not in allowed:
                 field = _join(path, [name])
-                yield field, f"The {attribute(field)} field is prohibited."
+                yield field, message("prohibited", attribute(field))
         return
     if not path:
-        yield "body", "The request body must be a JSON object."
+        yield "body", message("json_object", "body")
         return
     yield path, _message(kind, error, schema, attr)
+
+
+_TYPES = {"number": "numeric", "string": "string", "boolean": "boolean", "array": "array", "object": "object"}
+_FORMATS = {"date": "date", "uuid": "uuid", "uri": "url", "date-time": "date"}
 
 
 def _message(kind: str, error: ValidationError, schema: dict, attr: str) -> str:
@@ -184,43 +189,28 @@ def _message(kind: str, error: ValidationError, schema: dict, attr: str) -> str:
     if kind == "type":
         types = value if isinstance(value, list) else [value]
         if "integer" in types:
-            if isinstance(error.instance, float):
-                return f"The {attr} field must be an integer."
-            return f"The {attr} field must be a number."
-        return {
-            "number": f"The {attr} field must be a number.",
-            "string": f"The {attr} field must be a string.",
-            "boolean": f"The {attr} field must be true or false.",
-            "array": f"The {attr} field must be an array.",
-            "object": f"The {attr} field must be an object.",
-        }.get(types[0], f"The {attr} field is invalid.")
+            return message("integer" if isinstance(error.instance, float) else "numeric", attr)
+        return message(_TYPES.get(types[0], "invalid"), attr)
     if kind in {"enum", "oneOf", "anyOf"}:
-        return f"The selected {attr} is invalid."
+        return message("in", attr)
     if kind == "format":
-        return {
-            "date": f"The {attr} field must be a valid date.",
-            "uuid": f"The {attr} field must be a valid UUID.",
-            "uri": f"The {attr} field must be a valid URL.",
-            "date-time": f"The {attr} field must be a valid date.",
-        }.get(value, f"The {attr} field format is invalid.")
+        return message(_FORMATS[value], attr) if value in _FORMATS else message("regex", attr)
     if kind in {"minimum", "maximum"}:
         low, high = schema.get("minimum"), schema.get("maximum")
         if low is not None and high is not None:
-            return f"The {attr} field must be between {_size(low)} and {_size(high)}."
+            return message("between.numeric", attr, min=_size(low), max=_size(high))
         if kind == "minimum":
-            return f"The {attr} field must be at least {_size(low)}."
-        return f"The {attr} field must not be greater than {_size(high)}."
-    if kind == "minLength":
-        return f"The {attr} field must be at least {value} characters."
-    if kind == "maxLength":
-        return f"The {attr} field must not be greater than {value} characters."
-    if kind in {"minItems", "minProperties"}:
-        return f"The {attr} field must have at least {value} items."
-    if kind in {"maxItems", "maxProperties"}:
-        return f"The {attr} field must not have more than {value} items."
+            return message("min.numeric", attr, min=_size(low))
+        return message("max.numeric", attr, max=_size(high))
+    rules = {
+        "minLength": "min.string", "maxLength": "max.string", "minItems": "min.array", "minProperties": "min.array",
+        "maxItems": "max.array", "maxProperties": "max.array",
+    }  # fmt: skip
+    if kind in rules:
+        return message(rules[kind], attr, min=value, max=value)
     if kind == "pattern":
-        return f"The {attr} field format is invalid."
-    return f"The {attr} field is invalid."
+        return message("regex", attr)
+    return message("invalid", attr)
 
 
 def check(validator: SchemaValidator, instance, prefix: str = "") -> None:

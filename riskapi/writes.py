@@ -9,6 +9,7 @@ from typing import Protocol
 
 import peewee
 
+from riskapi.messages import message
 from riskapi.models import atomic
 from riskapi.problems import ApiError, ValidationFailed
 
@@ -93,8 +94,8 @@ def entries(listed: list):
 def existing(listed, lookup, errors: Errors, missing: str) -> dict:
     """Map item indexes to what lookup finds for their uuid; report unknown and repeated uuids.
 
-    listed is [(index, item)]; lookup(uuids) returns {lower-case uuid: found}; missing formats the
-    message of an unknown uuid with its path.
+    listed is [(index, item)]; lookup(uuids) returns {lower-case uuid: found}; missing names the
+    message (riskapi.messages) of an unknown uuid.
     """
     wanted = [(i, item["uuid"]) for i, item in listed if isinstance(item.get("uuid"), str) and errors.clean(f"data.{i}.uuid")]
     known = lookup([value.lower() for _, value in wanted]) if wanted else {}
@@ -102,9 +103,9 @@ def existing(listed, lookup, errors: Errors, missing: str) -> dict:
     for i, value in wanted:
         path, key = f"data.{i}.uuid", value.lower()
         if key in seen:
-            errors.add(path, f"The {path} field has a duplicate value.")
+            errors.add(path, message("distinct", path))
         elif key not in known:
-            errors.add(path, missing.format(path))
+            errors.add(path, message(missing, path))
         else:
             found[i] = known[key]
         seen.add(key)

@@ -5,6 +5,7 @@ import pytest
 from riskapi.models.risk_data import Address, Building, Driver, Premise, Vehicle
 
 from riskapi import bulk
+from riskapi.messages import message
 from riskapi.problems import ApiError, ValidationFailed
 
 
@@ -66,7 +67,7 @@ def test_no_auto_number_is_left_past_the_maximum(profile):
     Vehicle.create(risk=profile.id, number=bulk.MAX_NUMBER)
     rows, errors = plan_create(Vehicle, profile, body("vehicle", {"number": 4}, {}))
     assert rows == []
-    assert errors == {"data.1.data.number": [bulk.NO_NUMBER_LEFT.format("data.1.data.number", bulk.MAX_NUMBER)]}
+    assert errors == {"data.1.data.number": [message("no_number_left", "data.1.data.number", max=bulk.MAX_NUMBER)]}
 
 
 def test_references_resolve_by_uuid_or_number_and_unknown_ones_are_errors(profile):
@@ -141,8 +142,8 @@ def test_an_update_finds_its_objects_and_reports_unknown_and_repeated_ones(profi
     _, errors = plan_update(profile, payload)
     assert errors == {
         "data.2.uuid": ["The data.2.uuid field has a duplicate value."],
-        "data.3.uuid": [bulk.NOT_FOUND.format("data.3.uuid")],
-        "data.4.uuid": [bulk.NOT_FOUND.format("data.4.uuid")],
+        "data.3.uuid": [message("not_found", "data.3.uuid")],
+        "data.4.uuid": [message("not_found", "data.4.uuid")],
     }
 
 
@@ -200,7 +201,7 @@ def test_a_delete_of_an_unknown_object_is_not_found(profile):
     """An object of another kind's UUID, or of no object, is not found."""
     vehicle = Vehicle.create(risk=profile.id, number=1)
     _, errors = plan_delete(profile, [("driver", vehicle.uuid), ("vehicle", vehicle.uuid)])
-    assert errors == {"data.0.uuid": [bulk.NOT_FOUND.format("data.0.uuid")]}
+    assert errors == {"data.0.uuid": [message("not_found", "data.0.uuid")]}
 
 
 def test_fail_if_raises_only_with_errors():

@@ -27,7 +27,7 @@ LAYERS = [
                 "riskapi.jobs.signing"]),
     ("observability", ["riskapi.metrics", "riskapi.logs"]),
     ("models", ["riskapi.models"]),
-    ("infrastructure", ["riskapi.config", "riskapi.spec", "riskapi.wake", "riskapi.problems"]),
+    ("infrastructure", ["riskapi.config", "riskapi.spec", "riskapi.wake", "riskapi.problems", "riskapi.messages"]),
 ]  # fmt: skip
 ORDER = [name for name, _ in LAYERS]
 # What each layer may import besides itself. The API and the workers never import each other: only

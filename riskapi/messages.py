@@ -1,0 +1,57 @@
+"""The texts of 422 errors, in one table: Laravel's words (its lang/en/validation.php) and ours beside them.
+
+`:attribute` is the field's path as the client sent it (`data.0.data.first_name`); other `:names` are
+filled from the keyword arguments. Every module that reports an invalid value takes its text from here.
+"""
+
+import re
+
+MESSAGES = {
+    # Laravel's, as its validation rules word them.
+    "integer": "The :attribute field must be an integer.",
+    "numeric": "The :attribute field must be a number.",
+    "string": "The :attribute field must be a string.",
+    "boolean": "The :attribute field must be true or false.",
+    "array": "The :attribute field must be an array.",
+    "object": "The :attribute field must be an object.",
+    "invalid": "The :attribute field is invalid.",
+    "in": "The selected :attribute is invalid.",
+    "date": "The :attribute field must be a valid date.",
+    "uuid": "The :attribute field must be a valid UUID.",
+    "url": "The :attribute field must be a valid URL.",
+    "regex": "The :attribute field format is invalid.",
+    "between.numeric": "The :attribute field must be between :min and :max.",
+    "min.numeric": "The :attribute field must be at least :min.",
+    "max.numeric": "The :attribute field must not be greater than :max.",
+    "min.string": "The :attribute field must be at least :min characters.",
+    "max.string": "The :attribute field must not be greater than :max characters.",
+    "min.array": "The :attribute field must have at least :min items.",
+    "max.array": "The :attribute field must not have more than :max items.",
+    "unique": "The :attribute has already been taken.",
+    "distinct": "The :attribute field has a duplicate value.",
+    "required": "The :attribute field is required.",
+    "prohibited": "The :attribute field is prohibited.",
+    "after": "The :attribute field must be a date after :date.",
+    # This service's own, in the same voice.
+    "json_object": "The request body must be a JSON object.",
+    "date_range": "The :attribute field must be a valid date range.",
+    "nesting": "The :attribute field must not be nested more than :max levels deep.",
+    "not_found": "The :attribute could not be found in the risk profile.",
+    "no_number_left": "The :attribute could not be assigned: the risk profile's numbers reach :max; give a free number.",
+    "has_buildings": "The :attribute cannot be deleted while the premise has buildings.",
+    "immutable": "The :attribute field cannot be changed; delete the webhook and create another.",
+    "url_refused": "The :attribute field :problem.",
+    "method_mismatch": "The :attribute field must match the X-HTTP-Method-Override header.",
+    "bad_cursor": "The :attribute is invalid.",
+}
+
+_PLACEHOLDER = re.compile(r":([a-z]+)")
+
+
+def message(rule: str, attribute: str, **values) -> str:
+    """Return the text of `rule` for a field, its placeholders filled in."""
+    values["attribute"] = attribute
+    return _PLACEHOLDER.sub(lambda m: str(values.get(m.group(1), m.group(0))), MESSAGES[rule])
+
+
+__all__ = ["MESSAGES", "message"]
