@@ -3,6 +3,7 @@
 import functools
 
 from riskapi.handlers import common
+from riskapi.models.risk_data import Building, Driver, Premise, Vehicle
 
 from riskapi import render, risk_writes, writes
 from riskapi.messages import message
@@ -42,3 +43,10 @@ def override_risk_data(agency_id, risk):
     if not errors:
         errors.add("_method", message("required", "_method"))
     writes.fail_if(errors)
+
+
+# Each kind's list and create, under the names of the spec's operationIds (listDrivers -> list_drivers).
+list_drivers, create_drivers = endpoints(Driver)
+list_vehicles, create_vehicles = endpoints(Vehicle)
+list_premises, create_premises = endpoints(Premise)
+list_buildings, create_buildings = endpoints(Building)

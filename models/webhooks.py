@@ -4,10 +4,13 @@ import peewee
 from riskapi.models import BaseModel, PublicModel, utcnow
 from riskapi.models.tenancy import Agency
 
+from riskapi import spec
+
 # The event names are the spec's (EventName); this one the service sends by itself.
 PING = "webhook.ping"
 
-PENDING, SUCCEEDED, FAILED = "pending", "succeeded", "failed"
+# A delivery's statuses, in the spec's order (Delivery.data.status).
+PENDING, SUCCEEDED, FAILED = spec.raw()["components"]["schemas"]["Delivery"]["properties"]["data"]["properties"]["status"]["enum"]
 
 
 def pack_events(names) -> str:

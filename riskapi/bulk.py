@@ -175,8 +175,8 @@ def _check_nested_addresses(found, ids, errors: Errors) -> None:
         if ids[i] not in having and isinstance(address.get("data"), dict):
             prefix = f"data.{i}.data.address.data"
             for path, messages in full.errors(address["data"], prefix).items():
-                for message in messages:
-                    errors.add(path, message)
+                for text in messages:
+                    errors.add(path, text)
 
 
 def apply_update(profile, plan: list) -> list[dict]:

@@ -6,7 +6,7 @@ from urllib.parse import parse_qsl, urlencode
 import orjson
 from starlette.datastructures import Headers, MutableHeaders
 
-from riskapi import precognition, spec
+from riskapi import messages, precognition, spec
 from riskapi.problems import ApiError, ValidationFailed
 
 # What a POST may stand for, and where: the spec's overrideRiskData.
@@ -119,7 +119,7 @@ class BodyMiddleware:
         named = parsed.get("_method") if isinstance(parsed, dict) else None
         method = header.upper() if header is not None else named.upper() if isinstance(named, str) else None
         if header is not None and named is not None and (not isinstance(named, str) or named.upper() != method):
-            raise ValidationFailed({"_method": [message("method_mismatch", "_method")]})
+            raise ValidationFailed({"_method": [messages.message("method_mismatch", "_method")]})
         if method in _METHODS:
             if named is not None:
                 del parsed["_method"]

@@ -39,13 +39,13 @@ def snake_case(name: str) -> str:
 
 
 def function_name(resolved_id: str) -> str:
-    """Return the function Connexion's `<x-openapi-router-controller>.<operationId>` names (`handlers.drivers.list_drivers`)."""
+    """Return the function `<x-openapi-router-controller>.<operationId>` names (`riskapi.handlers.risk_data.list_drivers`)."""
     module, _, name = resolved_id.rpartition(".")
     return f"{module}.{snake_case(name)}" if module else snake_case(name)
 
 
 def handler_name(op: dict) -> str:
-    """Return the dotted name of the function an operation resolves to (`handlers.drivers.list_drivers`)."""
+    """Return the dotted name of the function an operation resolves to (`riskapi.handlers.risk_data.list_drivers`)."""
     controller = op.get("x-openapi-router-controller")
     name = op["operationId"]
     return function_name(f"{controller}.{name}") if controller else name

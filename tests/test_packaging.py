@@ -18,6 +18,6 @@ def test_the_wheel_holds_riskapi_alone_with_its_layers_and_spec(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names}
     assert {top for top in tops if not top.endswith(".dist-info")} == {"riskapi"}, tops
-    for module in ("handlers/drivers.py", "models/webhooks.py", "models/migrations/__init__.py", "jobs/delivery.py"):
+    for module in ("handlers/risk_data.py", "models/webhooks.py", "models/migrations/__init__.py", "jobs/delivery.py"):
         assert f"riskapi/{module}" in names, module
     assert "riskapi/openapi/openapi.yaml" in names
