@@ -10,8 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+
 ROOT = Path(__file__).resolve().parent.parent
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -41,25 +42,19 @@ def baseline_argv(port: int, processes: int, kind: str) -> list[str]:
             "--workers", str(processes), "--log-level", "warning", "--no-access-log"]  # fmt: skip
 
 
-def _started(pid: int) -> str | None:
+def _started(pid: int) -> float | None:
     """Return a process's start time (to never signal a recycled PID), or None when it is gone."""
     try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[19]
-    except OSError:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
         return None
 
 
 def _descendants(pid: int) -> list[int]:
-    found = []
     try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as handle:
-                for child in handle.read().split():
-                    found += [int(child), *_descendants(int(child))]
-    except OSError:
-        pass
-    return found
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []
 
 
 class Server:
@@ -118,11 +113,10 @@ class Server:
         total = 0.0
         for pid in [self.proc.pid, *_descendants(self.proc.pid)]:
             try:
-                with open(f"/proc/{pid}/stat") as handle:
-                    fields = handle.read().rsplit(")", 1)[1].split()
-            except OSError:
+                times = psutil.Process(pid).cpu_times()
+            except psutil.Error:
                 continue
-            total += (int(fields[11]) + int(fields[12])) / TICKS
+            total += times.user + times.system
         return total
 
     def log_tail(self, lines: int = 20) -> str:
