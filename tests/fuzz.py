@@ -2,6 +2,11 @@
 
 Seeds a fresh database with a tenant and some risk data, serves the app on a free
 loopback port, and runs every check with a fixed seed; exits with Schemathesis' code.
+
+Why the CLI and not Schemathesis' pytest integration: the CLI runs the examples, coverage,
+fuzzing and stateful phases in one run, and links it learns from `Location` headers in the
+earlier phases feed the stateful one; the pytest integration makes each phase a test of its
+own without that hand-over. Its documented configuration is a schemathesis.toml, written here.
 """
 
 import argparse
