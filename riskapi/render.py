@@ -75,16 +75,27 @@ def select(model):
     return query.select(*columns).dicts()
 
 
+# Stored values JSON shows as they are: most of a row, so they skip value().
+_AS_IS = frozenset({str, int, float, bool, type(None)})
+
+
+@functools.cache
+def _columns(model) -> tuple[tuple[str, str | None], ...]:
+    """Return (data property, row key of the UUID it shows or None) for each of a model's `data` properties."""
+    references = _references(model)
+    return tuple((name, f"{name}_uuid" if name in references else None) for name in fields(model))
+
+
 def data(model, row: dict) -> dict:
     """Return the `data` of a row; a reference shows the UUID of the object it names."""
-    references = _references(model)
     out = {}
-    for name in fields(model):
-        if name in references:
-            ref = row.get(f"{name}_uuid")
+    for name, shown_uuid in _columns(model):
+        if shown_uuid is not None:
+            ref = row.get(shown_uuid)
             out[name] = str(ref) if ref is not None else None
         else:
-            out[name] = value(row.get(name))
+            stored = row.get(name)
+            out[name] = stored if type(stored) in _AS_IS else value(stored)
     return out
 
 
