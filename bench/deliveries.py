@@ -19,12 +19,10 @@ import argparse
 import dataclasses
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
@@ -44,7 +42,7 @@ from riskapi.jobs.delivery import signed_headers  # noqa: E402
 from bench import isolation  # noqa: E402
 from riskapi import models  # noqa: E402
 from riskapi.config import Settings  # noqa: E402
-from tests.conftest import ServerThread, free_port, items, make_tenant  # noqa: E402
+from tests.conftest import ServerThread, free_port, make_tenant  # noqa: E402
 from tests.receiver import Receiver, Reply  # noqa: E402
 from tests.webhook_support import WorkerProcess, delete_queue  # noqa: E402
 
@@ -177,28 +175,14 @@ def main(argv=None) -> int:
 
             with models.db.connection_context():
                 Webhook.update(events=pack_events(["driver.created"])).where(Webhook.id == hook.id).execute()
-            latencies = []
             # The API as `riskapi serve` runs it: on the worker's Redis and queue, so its writes wake the relay.
             api_settings = dataclasses.replace(
                 settings, redis_url=redis_url, webhook_queue=queue, webhook_relay_wake=not args.no_wake, rate_limit=0
             )
             with ServerThread(create_app(api_settings), free_port()) as server:
                 with httpx.Client(base_url=server.url + "/api/v1", headers=tenant.headers, timeout=30) as http:
-                    pace = random.Random(7)
-                    for i in range(args.creates + 5):
-                        # Creates at random moments: a fixed pace would lock onto the relay's polling period.
-                        time.sleep(pace.uniform(0, 0.1))
-                        seen = len(receiver.requests)
-                        response = http.post(tenant.url("/drivers"), json=items("driver", {"first_name": f"L{i}"}))
-                        returned = time.monotonic()
-                        if response.status_code != 201:
-                            raise SystemExit(f"create failed: {response.status_code} {response.text}")
-                        if not receiver.wait_for(seen + 1, timeout=30):
-                            raise SystemExit("latency: a delivery did not arrive")
-                        arrived = receiver.requests[seen]
-                        assert json.loads(arrived.body)["data"]["data"]["first_name"] == f"L{i}"
-                        if i >= 5:  # warm-up
-                            latencies.append((arrived.at - returned) * 1000)
+                    # The first 5 are a warm-up.
+                    latencies = isolation.healthy_latencies(http, tenant, receiver, args.creates + 5, "L", seed=7)[5:]
                     # (c) the same, while slow deliveries are pending: to one webhook, then spread over 50.
                     cases = [
                         isolation.run_case(http, tenant, receiver, slow_receiver, webhooks, args.slow, args.slow_creates)

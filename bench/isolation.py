@@ -58,9 +58,12 @@ def pending_count(tenant) -> int:
         return Delivery.select().join(Webhook).where((Webhook.agency == tenant.agency.id) & (Delivery.status == PENDING)).count()
 
 
-def healthy_latencies(http, tenant, receiver, creates: int, label: str) -> list[float]:
-    """Create drivers one at a time at random moments; return create → delivery milliseconds of each."""
-    pace = random.Random(11)
+def healthy_latencies(http, tenant, receiver, creates: int, label: str, seed: int = 11) -> list[float]:
+    """Create drivers one at a time at random moments; return create → delivery milliseconds of each.
+
+    Random moments: a fixed pace would lock onto the relay's polling period.
+    """
+    pace = random.Random(seed)
     latencies = []
     for number in range(creates):
         time.sleep(pace.uniform(0, 0.1))

@@ -12,6 +12,7 @@ from tests.support import (  # noqa: F401 - bench/ and clients/sdk/run.py import
     CREATED_AGENCIES,
     ServerThread,
     Tenant,
+    answers,
     free_port,
     items,
     make_tenant,
@@ -169,14 +170,7 @@ def start_api(server, settings):
         command = [sys.executable, "-m", "uvicorn", "riskapi.app:asgi", "--factory", "--port", str(port), "--log-level=warning"]
         started.append(subprocess.Popen(command, env=env))
         url = f"http://127.0.0.1:{port}/api/v1"
-
-        def up():
-            try:
-                return httpx.get(url + "/healthz", timeout=2).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        assert wait_until(up, timeout=30)
+        assert wait_until(lambda: answers(url), timeout=30)
         return url
 
     yield start

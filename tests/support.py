@@ -7,6 +7,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+import httpx
 import uvicorn
 
 from riskapi import models
@@ -30,6 +31,14 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05):
         if value or time.monotonic() > deadline:
             return value
         time.sleep(interval)
+
+
+def answers(api_url: str) -> bool:
+    """Tell whether the API at api_url (ending in /api/v1) answers its liveness probe."""
+    try:
+        return httpx.get(api_url + "/healthz", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def reset_database(url: str) -> None:

@@ -7,7 +7,7 @@ import sys
 
 import httpx
 
-from tests.support import ServerThread, free_port
+from tests.support import ServerThread, answers, free_port
 
 
 def run(db_url, *args):
@@ -150,7 +150,7 @@ def test_sigterm_lets_an_in_flight_request_finish_and_takes_no_new_one(tmp_path)
     serve = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}/api/v1"
     try:
-        assert wait_until(lambda: _answers(base), timeout=30)
+        assert wait_until(lambda: answers(base), timeout=30)
         address = {"data": {"address": "1 Main St", "city": "Austin", "state": "TX", "zip": "78701"}}
         body = items("driver", *[{"notes": "n" * 4000, "address": address} for _ in range(1000)])
         payload = json.dumps(body).encode()
@@ -170,7 +170,7 @@ def test_sigterm_lets_an_in_flight_request_finish_and_takes_no_new_one(tmp_path)
             assert head_sent.wait(30)  # the 4 MB request is in flight
             serve.send_signal(signal.SIGTERM)
             try:
-                assert wait_until(lambda: not _answers(base), timeout=15)  # no new request is taken
+                assert wait_until(lambda: not answers(base), timeout=15)  # no new request is taken
             finally:
                 signalled.set()
             answer = pending.result()
@@ -183,10 +183,3 @@ def test_sigterm_lets_an_in_flight_request_finish_and_takes_no_new_one(tmp_path)
             serve.wait()
 
 
-def _answers(base: str) -> bool:
-    import httpx
-
-    try:
-        return httpx.get(base + "/healthz", timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False

@@ -11,7 +11,7 @@ import httpx
 
 from riskapi import models
 from riskapi.app import create_app
-from tests.support import ServerThread, free_port, make_tenant
+from tests.support import ServerThread, answers, free_port, make_tenant
 from tests.webhook_support import wait_until
 
 
@@ -65,14 +65,7 @@ def test_serve_with_two_api_processes_counts_them_whole(tmp_path):
     serve = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-
-        def up():
-            try:
-                return httpx.get(base + "/api/v1/healthz", timeout=2).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        assert wait_until(up, timeout=40)
+        assert wait_until(lambda: answers(base + "/api/v1"), timeout=40)
         models.bind(env["DATABASE_URL"])
         tenant = make_tenant()
         for _ in range(30):  # new connections, so both processes answer some

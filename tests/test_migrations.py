@@ -11,7 +11,6 @@ import datetime
 import hashlib
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -23,7 +22,8 @@ import httpx
 import pytest
 from riskapi.jobs.signing import generate_secret
 
-from tests.support import free_port
+from riskapi.server import stop_process_group
+from tests.support import answers, free_port
 from tests.webhook_support import wait_until
 
 SCHEMA = Path(__file__).parent / "schema_4e3b5fc"
@@ -268,20 +268,8 @@ def _serving(url: str):
     command = [sys.executable, "-m", "riskapi.cli", "serve", "--no-worker", "--port", str(port)]
     serve = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}/api/v1"
-
-    def up():
-        try:
-            return httpx.get(base + "/healthz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
     try:
-        assert wait_until(up, timeout=30)
+        assert wait_until(lambda: answers(base), timeout=30)
         yield base
     finally:
-        serve.send_signal(signal.SIGTERM)
-        try:
-            serve.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(serve.pid, signal.SIGKILL)
-            serve.wait()
+        stop_process_group(serve, 30)

@@ -26,6 +26,7 @@ from riskapi.jobs.relay import Relay
 from riskapi.jobs.signing import verify
 
 from riskapi import models
+from riskapi.server import stop_process_group
 from tests.support import free_port, items, make_webhook
 from tests.webhook_support import (
     ROOT,
@@ -218,12 +219,7 @@ def test_serve_starts_a_killed_worker_again_and_every_delivery_arrives(tmp_path,
             assert {d["uuid"] for d in log_page["data"]} <= set(received(receiver))
         assert "delivery worker (pid" in log.read_text()
     finally:
-        serve.send_signal(signal.SIGTERM)
-        try:
-            serve.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(serve.pid, signal.SIGKILL)
-            serve.wait()
+        stop_process_group(serve, 30)
         delete_queue(own.url, queue)
         own.close()
     assert serve.returncode == 0, log.read_text()
