@@ -2,8 +2,9 @@
 
 `--connections` connections (32) for `--seconds` (60) across 2 agencies, each with one risk profile and a
 webhook subscribed to driver.created/updated/deleted that points at a local HTTPS receiver (tests/receiver.py,
-throw-away CA). The mix: filtered lists following next_page_url, creates of 1-20 drivers, PATCHes and DELETEs
-of drivers created earlier. Then it waits (up to --drain seconds) for every expected delivery.
+throw-away CA, keep-alive) run in a process of its own. The load (aiohttp, asyncio) mixes filtered lists
+following next_page_url, creates of 1-20 drivers, PATCHes and DELETEs of drivers created earlier. Then it
+waits (up to --drain seconds) for every expected delivery.
 
 Prints requests/s, status counts, read and write latency, deliveries expected / received / lost / duplicated /
 badly signed, and how long the delivery backlog took to drain. Exits 1 on any 5xx, transport error, lost,
@@ -13,12 +14,15 @@ unexpected or badly signed delivery. Read p99 is an aim (<= 500 ms), not a failu
 import argparse
 import asyncio
 import collections
+import contextlib
 import hashlib
 import hmac
 import json
+import multiprocessing
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,16 +30,21 @@ import time
 import uuid
 from functools import partial
 from pathlib import Path
+from queue import Empty
+from typing import NamedTuple
 from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):
     sys.path.insert(0, str(ROOT))
 
+import aiohttp  # noqa: E402
 import httpx  # noqa: E402
+import orjson  # noqa: E402
+import psutil  # noqa: E402
+from yarl import URL  # noqa: E402
 
 from bench import seed, servers  # noqa: E402
-from tests.receiver import Receiver  # noqa: E402
 
 EVENTS = ["driver.created", "driver.updated", "driver.deleted"]
 POSTGRES, SOAK_DB = "postgresql://postgres@127.0.0.1:5432", "riskapi_soak"
@@ -103,25 +112,30 @@ def cli(url: str, *argv: str) -> dict:
 class Stats:
     """What the load saw: statuses, latencies, a few samples of each non-2xx, and the deliveries it caused."""
 
-    def __init__(self):
+    def __init__(self, base_url: str):
+        self.base_url = base_url  # for the paths of first requests; next_page_url values are absolute
         self.statuses, self.samples = collections.Counter(), collections.defaultdict(list)
         self.reads, self.writes = [], []
         self.expected = collections.Counter()  # (webhook, event, driver uuid) -> deliveries due
 
     async def send(self, http, tenant, method: str, url: str, body=None):
         """Send one request; return the parsed body of a 2xx, else None (noting the status and a sample)."""
+        # encoded=True: the URL goes out byte for byte as given (yarl would otherwise re-quote the query).
+        target = URL(self.base_url + url if url.startswith("/") else url, encoded=True)
         started = time.perf_counter()
         try:
-            response = await http.request(method, url, headers=tenant.headers, json=body)
-        except httpx.HTTPError as exc:
-            status, text = "error", repr(exc)
+            async with http.request(method, target, headers=tenant.headers, json=body) as response:
+                content = await response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:  # TimeoutError: the session's total timeout
+            status, content = "error", repr(exc).encode()
         else:
             (self.reads if method == "GET" else self.writes).append(time.perf_counter() - started)
-            status, text = response.status_code, response.text
+            status = response.status
         self.statuses[status] += 1
         if status != "error" and status < 300:
-            return response.json()
+            return orjson.loads(content)
         if len(self.samples[status]) < 3:
+            text = content.decode("utf-8", "replace")
             self.samples[status].append(f"{method} {url} {json.dumps(body)[:300] if body else ''}\n      -> {text[:500]}")
         return None
 
@@ -179,9 +193,10 @@ MIX = {"read": (read, 50), "create": (create, 20), "update": (partial(change, me
        "delete": (partial(change, method="DELETE"), 10)}  # fmt: skip
 
 
-async def load(base_url: str, tenants: list, args, stats: Stats) -> None:
-    limits = httpx.Limits(max_connections=args.connections, max_keepalive_connections=args.connections)
-    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=120) as http:
+async def load(tenants: list, args, stats: Stats) -> None:
+    # One keep-alive connection per closed-loop "connection" below; 120 s for a whole request, body included.
+    connector, timeout = aiohttp.TCPConnector(limit=args.connections), aiohttp.ClientTimeout(total=120)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout, json_serialize_bytes=orjson.dumps) as http:
         deadline = time.monotonic() + args.seconds
 
         async def connection(number: int):
@@ -193,15 +208,124 @@ async def load(base_url: str, tenants: list, args, stats: Stats) -> None:
         await asyncio.gather(*(connection(n) for n in range(args.connections)))
 
 
-def tally(receiver: Receiver, tenants: list, expected: collections.Counter) -> dict:
+class Delivery(NamedTuple):
+    """What tally needs of one request the receiver got: three headers, the body, and when (time.monotonic())."""
+
+    hook: str | None
+    signature: str
+    delivery: str | None
+    body: bytes
+    at: float
+
+
+def _receive(records, control, stop) -> None:
+    """The receiver process: answer 200 to every request, put each on records as a Delivery's fields (a tuple).
+
+    control gets (url, CA path) once serving, and the number of TLS connections accepted once stop is set."""
+    from tests.receiver import Receiver
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent decides when to stop.
+
+    def record(request) -> int:
+        headers = request.headers
+        fields = headers.get("service-webhook"), headers.get("service-signature", ""), headers.get("service-delivery")
+        records.put((*fields, request.body, request.at))  # Monotonic clocks are system-wide: the parent compares.
+        return 200
+
+    with Receiver(keep_alive=True) as receiver:
+        receiver.responses = record
+        control.put((receiver.url, receiver.ca_path))
+        stop.wait()
+        control.put(receiver.connections)
+
+
+class Receiving:
+    """tests/receiver.py's Receiver(keep_alive=True) in a process of its own: its TLS handshakes then use neither
+    the load's GIL nor its CPU time. `requests` holds the Deliveries drained from its queue so far."""
+
+    def __init__(self):
+        context = multiprocessing.get_context("spawn")  # No copy of the parent's threads or loop.
+        self._records, self._control, self._stop = context.Queue(), context.Queue(), context.Event()
+        self._process = context.Process(target=_receive, args=(self._records, self._control, self._stop),
+                                        name="soak-receiver", daemon=True)  # fmt: skip
+        self.requests: list[Delivery] = []
+        self.connections: int | None = None
+
+    def __enter__(self) -> "Receiving":
+        self._process.start()
+        try:
+            self.url, self.ca_path = self._get(self._control, 60.0)
+        except BaseException:
+            self.close()
+            raise
+        self.pid = self._process.pid
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def _get(self, source, timeout: float):
+        """Return the next item of source; fail if the receiver process dies or nothing comes within timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                return source.get(timeout=0.2)
+            except Empty:
+                if not self._process.is_alive():
+                    raise RuntimeError(f"the receiver process exited with {self._process.exitcode}") from None
+        raise RuntimeError(f"the receiver process said nothing within {timeout:g} s")
+
+    def wait_for(self, n: int, timeout: float = 0.0) -> bool:
+        """Drain what has arrived; wait up to timeout until at least n requests are in. Return whether they are."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                while True:
+                    self.requests.append(Delivery(*self._records.get_nowait()))
+            except Empty:
+                pass
+            if len(self.requests) >= n or (left := deadline - time.monotonic()) <= 0:
+                return len(self.requests) >= n
+            try:
+                self.requests.append(Delivery(*self._records.get(timeout=left)))
+            except Empty:
+                pass
+
+    def cpu_seconds(self) -> float:
+        """Return the CPU time (user + system, every thread) the receiver process used so far."""
+        times = psutil.Process(self.pid).cpu_times()
+        return times.user + times.system
+
+    def close(self) -> None:
+        """Stop the receiver, learn how many connections it accepted, and join it (kill it if it will not go)."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        with contextlib.suppress(RuntimeError):
+            if self._process.pid is not None:
+                self.connections = self._get(self._control, 10.0)
+        # A process that put items on a queue exits only once they are read: keep draining while it stops.
+        deadline = time.monotonic() + 10.0
+        while self._process.is_alive() and time.monotonic() < deadline:
+            self.wait_for(0)
+            self._process.join(0.1)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(5.0)
+        self.wait_for(0)
+        for channel in (self._records, self._control):
+            channel.close()
+
+
+def tally(receiver: Receiving, tenants: list, expected: collections.Counter) -> dict:
     """Match what arrived against what is due: by delivery id (duplicates) and by (webhook, event, driver)."""
     secrets = {t.webhook: t.secret.encode() for t in tenants}
     seen, got, bad, duplicated = set(), collections.Counter(), 0, 0
     for request in receiver.requests:
-        hook, signature = request.headers.get("service-webhook"), request.headers.get("service-signature", "")
+        hook, signature = request.hook, request.signature
         digest = hmac.new(secrets.get(hook, b""), request.body, hashlib.sha256).hexdigest()
         bad += hook not in secrets or not hmac.compare_digest(digest, signature)
-        delivery = request.headers.get("service-delivery")
+        delivery = request.delivery
         if delivery in seen:
             duplicated += 1
             continue
@@ -222,7 +346,7 @@ def soak(args, work: Path) -> bool:
     print(f"database: {url.split('://')[0]} ({url.rsplit('/', 1)[-1]})")
     tenants = [Tenant(url, f"soak {n}") for n in (1, 2)]
     queue, port = f"soak-{uuid.uuid4().hex[:8]}", servers.free_port()
-    with Receiver() as receiver:
+    with Receiving() as receiver:
         env = {"DATABASE_URL": url, "REDIS_URL": args.redis_url or "", "RISKAPI_WEBHOOK_QUEUE": queue,
                "RISKAPI_WEBHOOK_ALLOW_PRIVATE": "1", "RISKAPI_WEBHOOK_CA_BUNDLE": receiver.ca_path,
                "RISKAPI_VALIDATE_RESPONSES": "0"}  # fmt: skip
@@ -238,17 +362,21 @@ def soak(args, work: Path) -> bool:
             print(f"service: riskapi serve --workers {args.processes}, Redis {args.redis_url or 'embedded'} (queue {queue})")
             mix = ", ".join(f"{name} {weight}%" for name, (_, weight) in MIX.items())
             print(f"load: {args.seconds:g} s, {args.connections} connections, 2 agencies, {mix}", flush=True)
-            stats, cpu, started = Stats(), (service.cpu_seconds(), time.process_time()), time.monotonic()
-            asyncio.run(load(base, tenants, args, stats))
+            stats, started = Stats(base), time.monotonic()
+            cpu = service.cpu_seconds(), time.process_time(), receiver.cpu_seconds()
+            asyncio.run(load(tenants, args, stats))
             stopped = time.monotonic()
             # The load and the receiver share the machine with the service: say how much each used.
-            cpu = service.cpu_seconds() - cpu[0], time.process_time() - cpu[1]
-            during = sum(r.at <= stopped for r in receiver.requests)
+            cpu = service.cpu_seconds() - cpu[0], time.process_time() - cpu[1], receiver.cpu_seconds() - cpu[2]
+            receiver.wait_for(0)  # What the receiver got during the load is drained only now, off the load's CPU.
             while (result := tally(receiver, tenants, stats.expected))["lost"] and time.monotonic() < stopped + args.drain:
                 receiver.wait_for(len(receiver.requests) + 1, timeout=0.5)
             drained = max([r.at for r in receiver.requests] + [stopped]) - stopped
             time.sleep(1.0)  # A late duplicate would show up here.
+            receiver.wait_for(0)
             result = tally(receiver, tenants, stats.expected)
+            # Arrival times come from the receiver's clock: what was queued but not yet read still counts.
+            during = sum(r.at <= stopped for r in receiver.requests)
         finally:
             service.stop()
             if args.redis_url:
@@ -258,7 +386,7 @@ def soak(args, work: Path) -> bool:
 
     elapsed, total = stopped - started, sum(stats.statuses.values())
     print(f"\nrequests: {total} in {elapsed:.1f} s = {total / elapsed:.1f} req/s")
-    print(f"CPU during the load: service {cpu[0]:.1f} s, this process (load + receiver) {cpu[1]:.1f} s,"
+    print(f"CPU during the load: service {cpu[0]:.1f} s, load {cpu[1]:.1f} s, receiver {cpu[2]:.1f} s,"
           f" of {elapsed * os.cpu_count():.0f} s on {os.cpu_count()} cores")  # fmt: skip
     statuses = sorted(stats.statuses.items(), key=lambda item: str(item[0]))
     print("statuses: " + ", ".join(f"{status} x {n}" for status, n in statuses))
@@ -272,7 +400,8 @@ def soak(args, work: Path) -> bool:
     kinds = collections.Counter(event for _, event, _ in stats.expected.elements())
     print(f"deliveries expected: {sum(kinds.values())} (" + ", ".join(f"{e} {kinds[e]}" for e in EVENTS) + ")")
     lost, unexpected = sum(result["lost"].values()), sum(result["unexpected"].values())
-    print(f"deliveries received: {result['received']} unique ({during} during the load), lost {lost}, "
+    over = f"over {receiver.connections} connections" if receiver.connections is not None else "connections unknown"
+    print(f"deliveries received: {result['received']} unique ({during} during the load) {over}, lost {lost}, "
           f"duplicated {result['duplicated']}, badly signed {result['bad']}, unexpected {unexpected}")  # fmt: skip
     for key, n in list((result["lost"] + result["unexpected"]).items())[:5]:
         print(f"  {'lost' if key in result['lost'] else 'unexpected'}: {key[1]} {key[2]} x {n}")

@@ -1,10 +1,11 @@
-"""One-shot HTTPS POST for webhook delivery, hardened against hostile receivers.
+"""HTTPS POST for webhook delivery, hardened against hostile receivers.
 
 Webhook URLs are user-supplied, so this module assumes the far end may be
 an attacker: it refuses internal addresses (SSRF), pins the connection to
 the address it checked (no DNS rebinding between check and connect), never
 follows redirects, caps how much it reads, and enforces one total deadline
-so a slow-dripping receiver cannot hold a worker hostage.
+so a slow-dripping receiver cannot hold a worker hostage. A connection the
+receiver keeps open is kept for the next attempt to it (jobs.connections).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
+from riskapi.jobs import connections
 from riskapi.jobs.webhook_urls import normalise
 
 __all__ = ["MAX_RESPONSE_BYTES", "Result", "is_allowed_address", "post", "prepare"]
@@ -30,7 +32,7 @@ MAX_RESPONSE_BYTES = 64 * 1024
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 
 # Framing is ours to decide; letting callers override these would let them
-# desynchronise the request or keep the connection alive.
+# desynchronise the request or the connection kept for the next attempt.
 _OWNED_HEADERS = frozenset({"content-length", "connection", "transfer-encoding"})
 
 
@@ -230,24 +232,57 @@ def post(
     deadline = _Deadline(timeout)
     status = error = retry_after = None
     tls = response = None
+    keep = False
     try:
         host, port, target = prepare(url)
-        tls = _open(host, port, deadline, allow_private=allow_private, ca_bundle=ca_bundle)
-        response = _send(tls, host, port, target, body, headers, deadline)
-        _drain(response, tls, deadline)
+        key = connections.Key(host, port, ca_bundle, allow_private)
+        tls, opened, response = _exchange(key, target, body, headers, deadline)
+        complete = _drain(response, tls, deadline)
         status = response.status
         if status in PUSHBACK:
             retry_after = parse_retry_after(response.getheader("Retry-After"))
+        keep = complete and not response.will_close
     except _RefusedError as exc:
         error = str(exc)
     except (OSError, http.client.HTTPException, ValueError) as exc:
         error = _describe(exc, deadline)
     finally:
         deadline.cancel()
-        for closeable in (response, tls):
-            if closeable is not None:
-                closeable.close()
+        if response is not None:
+            response.close()
+        if tls is not None:
+            if keep and not deadline.fired:
+                connections.POOL.give(key, tls, opened)
+            else:
+                tls.close()
     return Result(status, error, round((time.monotonic() - started) * 1000), retry_after)
+
+
+# What a kept connection the receiver closed meanwhile raises before any answer arrives.
+_STALE = (ConnectionError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
+
+
+def _exchange(
+    key: connections.Key, target: str, body: bytes, headers: dict, deadline: _Deadline
+) -> tuple[ssl.SSLSocket, float, http.client.HTTPResponse]:
+    """Send the POST on a kept connection to the receiver, or a new one; return it, when it opened, and the response."""
+    kept = connections.POOL.take(key)
+    if kept is not None:
+        tls, opened = kept
+        try:
+            return tls, opened, _send(tls, key.host, key.port, target, body, headers, deadline)
+        except _STALE:
+            # The receiver closed it as we sent and answered nothing: send again on a new connection.
+            tls.close()
+            if deadline.fired:
+                raise
+    tls = _open(key.host, key.port, deadline, allow_private=key.allow_private, ca_bundle=key.ca_bundle)
+    opened = time.monotonic()
+    try:
+        return tls, opened, _send(tls, key.host, key.port, target, body, headers, deadline)
+    except BaseException:
+        tls.close()
+        raise
 
 
 def _check_arguments(body: bytes, timeout: float) -> None:
@@ -289,15 +324,17 @@ def _send(
         if name.lower() not in _OWNED_HEADERS:
             conn.putheader(name, value)
     conn.putheader("Content-Length", str(len(body)))
-    conn.putheader("Connection", "close")
     deadline.guard(tls)
     conn.endheaders(body)
     deadline.guard(tls)
     return conn.getresponse()
 
 
-def _drain(response: http.client.HTTPResponse, tls: ssl.SSLSocket, deadline: _Deadline) -> None:
-    """Read at most MAX_RESPONSE_BYTES of the body, raising TimeoutError if the deadline cut it short."""
+def _drain(response: http.client.HTTPResponse, tls: ssl.SSLSocket, deadline: _Deadline) -> bool:
+    """Read at most MAX_RESPONSE_BYTES of the body; return whether it was read to its end.
+
+    Raises TimeoutError if the deadline cut it short.
+    """
     budget = MAX_RESPONSE_BYTES
     while budget > 0:
         deadline.guard(tls)
@@ -306,6 +343,8 @@ def _drain(response: http.client.HTTPResponse, tls: ssl.SSLSocket, deadline: _De
             break
         budget -= len(chunk)
     deadline.remaining()  # a shutdown by the timer looks like a clean EOF
+    # A chunked body closes the response at its last chunk; read1 leaves a Content-Length one open at 0 left.
+    return response.isclosed() or response.length == 0
 
 
 # Receivers that push back: their Retry-After sets when the next attempt goes.

@@ -38,8 +38,13 @@ def ensure_connection() -> None:
     only says so when used. One round trip up front lets a request find a live connection instead
     of failing on its first query. Raises peewee.OperationalError when the database does not answer.
     """
-    db.connect(reuse_if_open=True)
     if is_sqlite():
+        db.connect(reuse_if_open=True)
+        return
+    if db.is_closed():
+        # A check-out: the pool pings the connection itself first (playhouse.pool's _is_closed runs
+        # SELECT 1) and replaces a dropped one, so a second ping here would only cost a round trip.
+        db.connect()
         return
     try:
         db.execute_sql("SELECT 1")

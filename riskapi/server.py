@@ -6,6 +6,7 @@ backoff, and stops them in order when the API stops. Several `serve` and `worker
 share one Redis and one database: nothing here assumes it is alone.
 """
 
+import functools
 import logging
 import os
 import shutil
@@ -18,7 +19,7 @@ import time
 
 import uvicorn
 
-from riskapi import models
+from riskapi import listener, models
 from riskapi.config import Settings
 from riskapi.jobs.broker import Backoff, EmbeddedRedis, die_with_parent
 
@@ -40,6 +41,12 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1, worker: bo
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     models.bind(settings.database_url)
     models.upgrade()
+    # With several API processes the port is held here (bound, not listening) before anything starts:
+    # a port in use stops serve at once, and the processes join the port's SO_REUSEPORT group.
+    try:
+        held = listener.reuse_port_socket(host, port) if workers > 1 else None
+    except OSError as exc:
+        raise SystemExit(f"riskapi: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     embedded = None
     if worker and not settings.redis_url:
         # Known before it starts: the API processes read it from the environment (readyz checks it).
@@ -54,22 +61,18 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1, worker: bo
     # uvicorn re-raises the SIGTERM it handled once it has shut down: make that unwind through `finally`
     # (as SIGINT's KeyboardInterrupt does) instead of killing the process with its children left behind.
     signal.signal(signal.SIGTERM, _exit_on_signal)
-    supervisor = Supervisor(settings, embedded) if worker else None
-    if supervisor is not None:
-        supervisor.start()
+    supervisor = Supervisor(settings, embedded, worker=worker, api=(host, port, workers) if held else None)
+    supervisor.start()
     try:
-        uvicorn.run(
-            "riskapi.app:asgi",
-            factory=True,
-            host=host,
-            port=port,
-            workers=workers,
-            log_level="warning",
-            access_log=False,
-        )
+        if held is None:
+            uvicorn.run("riskapi.app:asgi", factory=True, host=host, port=port, log_level="warning", access_log=False)
+        else:
+            while supervisor.thread.is_alive():
+                supervisor.thread.join(1.0)  # signals still reach this thread between joins
     finally:
-        if supervisor is not None:
-            supervisor.stop()
+        supervisor.stop()
+        if held is not None:
+            held.close()
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
 
@@ -93,6 +96,9 @@ def _greet(host: str, port: int) -> None:
 
 
 def _exit_on_signal(signum, frame):
+    # Once: a second SIGTERM (a service manager and a process group both sending one) must not cut the
+    # orderly stop of the children short.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise SystemExit(0)
 
 
@@ -148,9 +154,11 @@ class Supervisor:
     follows the thread that forked a child, so that thread must outlive every child it starts.
     """
 
-    def __init__(self, settings: Settings, embedded: EmbeddedRedis | None = None):
+    def __init__(self, settings: Settings, embedded: EmbeddedRedis | None = None, worker: bool = True, api: tuple | None = None):
         self.settings = settings
         self.embedded = embedded
+        self.worker = worker
+        self.api = api  # (host, port, processes) to run the API in processes of its own, else None
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="supervisor", daemon=True)
         self.children: list[Child] = []
@@ -160,7 +168,7 @@ class Supervisor:
         self.thread.start()
 
     def stop(self) -> None:
-        """Stop every child, the worker first, and wait for it; nothing is started again from here on."""
+        """Stop every child, the last started first (API, worker, Redis); nothing is started again from here on."""
         self.stopping.set()
         self.thread.join()
 
@@ -171,11 +179,19 @@ class Supervisor:
             if embedded is not None:
                 redis_url = embedded.url
                 self.children.append(Child("embedded Redis", lambda: embedded.start().process, lambda _: embedded.stop()))
-            env = dict(os.environ, REDIS_URL=redis_url, DATABASE_URL=self.settings.database_url)
+            api_env = dict(os.environ, REDIS_URL=redis_url, DATABASE_URL=self.settings.database_url)
+            env = dict(api_env)
             # On the API's host the worker yields the CPU to requests: deliveries may wait, requests should not.
             env.setdefault("RISKAPI_WORKER_NICE", str(SERVE_WORKER_NICE))
             grace = self.settings.webhook_timeout + 5
-            self.children.append(Child("delivery worker", lambda: _start_worker(env), lambda p: stop_process_group(p, grace)))
+            if self.worker:
+                self.children.append(Child("delivery worker", lambda: _start_worker(env), lambda p: stop_process_group(p, grace)))
+            if self.api is not None:
+                host, port, processes = self.api
+                for number in range(1, processes + 1):
+                    start = functools.partial(listener.start, host, port, api_env)
+                    stop = functools.partial(stop_process_group, grace=listener.GRACE)
+                    self.children.append(Child(f"API process {number}", start, stop))
             while not self.stopping.is_set():
                 for child in self.children:
                     if not self.stopping.is_set():

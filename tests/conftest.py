@@ -129,10 +129,10 @@ def queue_name(redis_url):
 
 @pytest.fixture
 def receiver():
-    """A real HTTPS webhook receiver on localhost with a test CA."""
+    """A real HTTPS webhook receiver on localhost with a test CA, keeping connections open between requests."""
     from tests.receiver import Receiver
 
-    with Receiver() as rx:
+    with Receiver(keep_alive=True) as rx:  # as most real receivers: deliveries reuse connections
         yield rx
 
 

@@ -108,6 +108,8 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
             self.receiver._note_error(exc)
             return
         self.receiver._track(tls, True)
+        with self.receiver._cond:
+            self.receiver.connections += 1
         try:
             self.RequestHandlerClass(tls, client_address, self)
         finally:
@@ -122,7 +124,11 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 class Receiver:
     """HTTPS server on 127.0.0.1 with a trustme-issued certificate for localhost."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_alive: bool = False) -> None:
+        # keep_alive: answer HTTP/1.1 requests without "Connection: close" and serve the next request on the
+        # same connection, as most real receivers do (an idle connection is closed after _Handler.timeout).
+        self.keep_alive = keep_alive
+        self.connections = 0  # TLS connections accepted
         self.responses: collections.deque | object = collections.deque()
         self.errors: list[BaseException] = []
         self._requests: list[Recorded] = []
@@ -177,6 +183,18 @@ class Receiver:
         self._thread.join()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
+    def close_connections(self) -> None:
+        """Close every open connection from this side, as a receiver's idle timeout would."""
+        with self._cond:
+            active = list(self._active)
+        for sock in active:
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        # Wait until the handler threads have seen it, so the client side reads EOF.
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and any(sock in self._active for sock in active):
+            time.sleep(0.01)
+
     def _track(self, sock: ssl.SSLSocket, active: bool) -> None:
         with self._cond:
             (self._active.add if active else self._active.discard)(sock)
@@ -191,11 +209,7 @@ class Receiver:
             if callable(responses):
                 item = responses(request)
             elif responses:
-                item = (
-                    responses.popleft()
-                    if hasattr(responses, "popleft")
-                    else responses.pop(0)
-                )
+                item = responses.popleft() if hasattr(responses, "popleft") else responses.pop(0)
             else:
                 item = Reply()
         return Reply(item) if isinstance(item, int) else item
@@ -213,21 +227,21 @@ class Receiver:
             self._requests.append(request)
             self._cond.notify_all()
         reply = self._next_reply(request)
-        handler.close_connection = True
+        # BaseHTTPRequestHandler keeps an HTTP/1.1 connection unless the client asked to close it.
+        keep = self.keep_alive and not handler.close_connection and reply.content_length is None and not reply.hold
+        handler.close_connection = not keep
         # The client hanging up mid-reply is often the point of the test.
         with contextlib.suppress(OSError):
-            self._send(handler, reply)
+            self._send(handler, reply, keep)
 
-    def _send(self, handler: _Handler, reply: Reply) -> None:
+    def _send(self, handler: _Handler, reply: Reply, keep: bool = False) -> None:
         # Waiting on the stop event lets close() cut every stall short.
         if reply.delay and self._stop.wait(reply.delay):
             return
-        declared = (
-            len(reply.body) if reply.content_length is None else reply.content_length
-        )
+        declared = len(reply.body) if reply.content_length is None else reply.content_length
         head = [f"HTTP/1.1 {reply.status} {_reason(reply.status)}"]
         head += [f"{name}: {value}" for name, value in reply.headers.items()]
-        head += [f"Content-Length: {declared}", "Connection: close", "", ""]
+        head += [f"Content-Length: {declared}"] + ([] if keep else ["Connection: close"]) + ["", ""]
         data = "\r\n".join(head).encode("latin-1") + reply.body
         if reply.trickle is None:
             handler.wfile.write(data)

@@ -13,14 +13,14 @@ FOLDERS = {"riskapi": ROOT / "riskapi", "riskapi.handlers": ROOT / "handlers", "
 
 # (layer, module prefixes), top to bottom.
 LAYERS = [
-    ("composition", ["riskapi.cli", "riskapi.server"]),
+    ("composition", ["riskapi.cli", "riskapi.server", "riskapi.listener"]),
     ("api", ["riskapi.app", "riskapi.middleware", "riskapi.errors", "riskapi.docs", "riskapi.request_validators",
              "riskapi.connexion_internals", "riskapi.ratelimit", "riskapi.resolver"]),
     ("handlers", ["riskapi.handlers", "riskapi.precognition"]),
     ("workers", ["riskapi.jobs.worker", "riskapi.jobs.rq_internals", "riskapi.jobs.relay", "riskapi.jobs.inflight",
                  "riskapi.jobs.recorder", "riskapi.jobs.claims", "riskapi.jobs.batch", "riskapi.jobs.delivery",
                  "riskapi.jobs.queue", "riskapi.jobs.retention", "riskapi.jobs.pacing", "riskapi.jobs.slowness",
-                 "riskapi.jobs.broker", "riskapi.jobs.transport"]),
+                 "riskapi.jobs.broker", "riskapi.jobs.transport", "riskapi.jobs.connections"]),
     # Risk data's write and list services, and the webhook write side (outbox, URL rules, secrets).
     ("domain", ["riskapi.writes", "riskapi.risk_writes", "riskapi.bulk", "riskapi.query", "riskapi.pagination",
                 "riskapi.render", "riskapi.validation", "riskapi.auth", "riskapi.jobs.outbox", "riskapi.jobs.webhook_urls",

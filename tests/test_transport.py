@@ -22,15 +22,11 @@ def rx():
         yield receiver
 
 
-def deliver(
-    rx: Receiver, *, timeout: float = 2.0, url: str | None = None, **kwargs
-) -> Result:
+def deliver(rx: Receiver, *, timeout: float = 2.0, url: str | None = None, **kwargs) -> Result:
     """POST BODY to the receiver, trusting its CA and allowing loopback."""
     kwargs.setdefault("allow_private", True)
     kwargs.setdefault("ca_bundle", rx.ca_path)
-    return post(
-        url or rx.url, BODY, kwargs.pop("headers", {}), timeout=timeout, **kwargs
-    )
+    return post(url or rx.url, BODY, kwargs.pop("headers", {}), timeout=timeout, **kwargs)
 
 
 def closed_port() -> int:
@@ -87,21 +83,17 @@ def test_200_delivers_exact_body_and_headers(rx):
     assert got["webhook-signature"] == "abc123"
     assert got["x-mixed-case"] == "Keep Me"
     assert got["content-length"] == str(len(BODY))
-    assert got["connection"] == "close"
+    assert "connection" not in got  # HTTP/1.1: kept alive unless the receiver closes it
     assert got["host"] == f"localhost:{rx.port}"
     assert "accept-encoding" not in got
 
 
 def test_caller_cannot_override_framing_headers(rx):
-    """A wrong Content-Length or keep-alive from the caller is replaced, not sent."""
-    result = deliver(rx, headers={"Content-Length": "999", "Connection": "keep-alive"})
+    """A wrong Content-Length or a Connection header from the caller is replaced, not sent."""
+    result = deliver(rx, headers={"Content-Length": "999", "Connection": "close"})
     assert result.ok, result
     _, got, body, _ = rx.requests[0]
-    assert (got["content-length"], got["connection"], body) == (
-        str(len(BODY)),
-        "close",
-        BODY,
-    )
+    assert (got["content-length"], got.get("connection"), body) == (str(len(BODY)), None, BODY)
 
 
 def test_query_string_is_kept(rx):
@@ -141,9 +133,7 @@ def test_huge_response_is_not_read_to_the_end(rx):
     """Only the first 64 KiB are read, so a receiver claiming 1 GiB can't stall us."""
     # The receiver sends 4x the cap, claims far more, then holds the line open:
     # a client that read to Content-Length would sit there until its deadline.
-    rx.responses.append(
-        Reply(200, body=b"x" * (4 * MAX_RESPONSE_BYTES), content_length=1 << 30, hold=5)
-    )
+    rx.responses.append(Reply(200, body=b"x" * (4 * MAX_RESPONSE_BYTES), content_length=1 << 30, hold=5))
     result = deliver(rx, timeout=2.0)
     assert result.ok, result
     assert result.duration_ms < 1000
@@ -316,9 +306,7 @@ def test_unknown_host_fails_without_raising():
     started = time.monotonic()
     result = post("https://does-not-exist.invalid/hook", BODY, {}, timeout=1.0)
     assert result.status is None and not result.ok
-    assert "does-not-exist.invalid" in result.error or result.error.startswith(
-        "timed out"
-    )
+    assert "does-not-exist.invalid" in result.error or result.error.startswith("timed out")
     assert time.monotonic() - started <= 2.0
 
 
@@ -362,3 +350,85 @@ def test_a_429_carries_its_retry_after(receiver):
     assert result.status == 429 and result.retry_after == 7.0
     receiver.responses.append(Reply(500, headers={"Retry-After": "7"}))
     assert post(receiver.url, b"{}", {}, timeout=5, allow_private=True, ca_bundle=receiver.ca_path).retry_after is None
+
+
+# --- kept connections -----------------------------------------------------------
+
+
+@pytest.fixture
+def kept():
+    """Yield a receiver that keeps connections open, as most do."""
+    with Receiver(keep_alive=True) as receiver:
+        yield receiver
+
+
+def test_a_kept_connection_carries_the_next_attempts(kept):
+    """Attempts to a receiver that keeps the connection open reuse it: one TLS handshake for three."""
+    assert all(deliver(kept).ok for _ in range(3))
+    assert kept.wait_for(3) and kept.connections == 1
+    assert [r.body for r in kept.requests] == [BODY] * 3
+
+
+def test_a_receiver_that_closes_gets_a_new_connection_each_time(rx):
+    """A receiver answering "Connection: close" gets a fresh connection for every attempt."""
+    assert deliver(rx).ok and deliver(rx).ok
+    assert rx.connections == 2
+
+
+def test_a_connection_the_receiver_closed_while_idle_is_not_used(kept):
+    """An idle connection the receiver has since closed is dropped; the attempt opens a new one."""
+    assert deliver(kept).ok
+    kept.close_connections()
+    assert deliver(kept).ok
+    assert kept.wait_for(2) and kept.connections == 2
+
+
+def test_a_connection_closed_as_it_is_taken_is_replaced_without_losing_the_attempt(kept, monkeypatch):
+    """The receiver closing the kept connection between the idle check and the send: sent once, on a new one."""
+    assert deliver(kept).ok
+    monkeypatch.setattr("riskapi.jobs.connections._quiet", lambda sock: True)  # the check saw it still open
+    kept.close_connections()
+    result = deliver(kept)
+    assert (result.status, result.error) == (200, None)
+    assert kept.wait_for(2) and len(kept.requests) == 2 and kept.connections == 2
+
+
+def test_a_connection_idle_too_long_is_not_used(kept, monkeypatch):
+    """Past connections.IDLE the receiver may be closing it: a new connection is opened."""
+    monkeypatch.setattr("riskapi.jobs.connections.IDLE", 0.0)
+    assert deliver(kept).ok and deliver(kept).ok
+    assert kept.connections == 2
+
+
+def test_connections_are_kept_per_trust_and_address_policy(kept, tmp_path):
+    """Only an attempt with the same host, port, CA bundle and private-address rule reuses a connection."""
+    other_ca = tmp_path / "same-ca-other-file.pem"
+    other_ca.write_bytes(open(kept.ca_path, "rb").read())
+    assert deliver(kept).ok and deliver(kept, ca_bundle=str(other_ca)).ok
+    assert kept.connections == 2
+    refused = deliver(kept, allow_private=False)  # a kept loopback connection must not dodge the address rule
+    assert refused.status is None and "not allowed" in refused.error
+    assert kept.connections == 2 and len(kept.requests) == 2
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(200, body=b"x" * (2 * MAX_RESPONSE_BYTES)),  # not read to its end
+        Reply(200, headers={"Connection": "close"}),
+    ],
+    ids=["body-over-the-cap", "connection-close"],
+)
+def test_a_connection_is_kept_only_after_a_complete_exchange(kept, reply):
+    """A response not read to its end, or one that says it closes, leaves nothing to reuse."""
+    kept.responses.append(reply)
+    assert deliver(kept).ok and deliver(kept).ok
+    assert kept.connections == 2
+
+
+def test_a_timed_out_connection_is_not_kept(kept):
+    """After the deadline cut an exchange short, the next attempt starts on a new connection."""
+    kept.responses.append(Reply(200, delay=1.5))
+    assert deliver(kept, timeout=0.5).error == "timed out after 0.5 s"
+    assert deliver(kept).ok
+    assert kept.connections == 2

@@ -1,0 +1,56 @@
+"""`serve --workers N`: N API processes, each accepting on a socket of its own in the port's SO_REUSEPORT group.
+
+uvicorn's own `--workers` shares one listening socket between its processes, and whichever process
+wakes first accepts: 32 keep-alive connections opened at once (a load balancer's or a proxy's
+upstream pool) can all land on one process and stay there, leaving the others idle while that one's
+GIL queues every request. With a socket per process the kernel spreads new connections over the
+processes by a hash of their addresses, whichever is awake. `serve` holds the port (bound, not
+listening: a socket that does not listen is given no connections) and supervises the processes
+(riskapi.server.Supervisor).
+"""
+
+import socket
+import subprocess
+import sys
+
+import uvicorn
+
+from riskapi.jobs.broker import die_with_parent
+
+# How long an API process may take over its requests in flight once asked to stop.
+GRACE = 10.0
+BACKLOG = 2048
+
+
+def reuse_port_socket(host: str, port: int) -> socket.socket:
+    """Return a TCP socket bound to host:port in the port's SO_REUSEPORT group (not yet listening)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def start(host: str, port: int, env: dict) -> subprocess.Popen:
+    """Start one API process in a session of its own (serve stops it in order), dying with its parent."""
+    code = "import sys; from riskapi.listener import run; run(sys.argv[1], int(sys.argv[2]))"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, host, str(port)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+    )
+
+
+def run(host: str, port: int) -> None:
+    """Serve the API in this process on a socket of its own, until SIGTERM or SIGINT (then gracefully)."""
+    sock = reuse_port_socket(host, port)
+    sock.listen(BACKLOG)
+    config = uvicorn.Config("riskapi.app:asgi", factory=True, log_level="warning", access_log=False, backlog=BACKLOG)
+    uvicorn.Server(config).run(sockets=[sock])

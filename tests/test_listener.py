@@ -1,0 +1,98 @@
+"""Tests for riskapi.listener: `serve --workers N` spreads connections over its API processes and keeps them running."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import httpx
+import psutil
+import pytest
+
+from riskapi.listener import reuse_port_socket
+from tests.support import answers, free_port, wait_until
+
+
+@pytest.fixture
+def serve(tmp_path):
+    """Start `riskapi serve --workers 2 --no-worker` on SQLite; yield (process, port); stop it whatever happens."""
+    port = free_port()
+    env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/listener.db", RISKAPI_RATE_LIMIT="0")
+    argv = [sys.executable, "-m", "riskapi.cli", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
+    process = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: len(api_processes(process)) == 2 and answers(f"http://127.0.0.1:{port}/api/v1"), timeout=60)
+        yield process, port
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def api_processes(serve: subprocess.Popen) -> list[psutil.Process]:
+    try:
+        return [child for child in psutil.Process(serve.pid).children() if "riskapi.listener" in " ".join(child.cmdline())]
+    except psutil.Error:
+        return []
+
+
+def established(process: psutil.Process, port: int) -> int:
+    return sum(c.status == psutil.CONN_ESTABLISHED and c.laddr.port == port for c in process.net_connections("tcp"))
+
+
+def test_keep_alive_connections_opened_at_once_are_spread_over_the_api_processes(serve):
+    """16 connections opened together land on both processes (one shared socket let the first to wake take them all)."""
+    process, port = serve
+    clients = [httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v1", timeout=10) for _ in range(16)]
+    try:
+        assert all(client.get("/healthz").status_code == 200 for client in clients)
+        counts = [established(api, port) for api in api_processes(process)]
+        assert sum(counts) == 16 and min(counts) >= 1, counts
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_an_api_process_killed_outright_is_started_again_and_the_port_keeps_answering(serve):
+    process, port = serve
+    victim = api_processes(process)[0]
+    victim.kill()
+    # The survivor answers meanwhile: the dead process's socket left the port's group with it.
+    assert all(answers(f"http://127.0.0.1:{port}/api/v1") for _ in range(10))
+    assert wait_until(lambda: len(api_processes(process)) == 2 and victim.pid not in {p.pid for p in api_processes(process)}, 30)
+
+
+def test_sigterm_stops_serve_and_every_api_process(serve):
+    process, _ = serve
+    started = api_processes(process)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(30) == 0
+    assert wait_until(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in started), 10)
+
+
+def test_a_port_in_use_stops_serve_at_once(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/taken.db")
+        argv = [sys.executable, "-m", "riskapi.cli", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
+        run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0 and "Address already in use" in run.stderr
+
+
+def test_only_listening_sockets_of_the_group_are_given_connections():
+    """The socket serve holds (bound, not listening) must never be handed a connection."""
+    held = reuse_port_socket("127.0.0.1", 0)
+    port = held.getsockname()[1]
+    with held, reuse_port_socket("127.0.0.1", port) as serving:
+        serving.listen()
+        for _ in range(20):
+            with socket.create_connection(("127.0.0.1", port), timeout=2):
+                accepted, _ = serving.accept()
+                accepted.close()
