@@ -20,6 +20,7 @@ from riskapi.ratelimit import RateLimitMiddleware
 from riskapi.request_validators import BodyValidator, ParamValidator, URIParser
 from riskapi.resolver import resolve
 from riskapi.spec import SPEC_PATH
+from riskapi.turns import Turns
 
 CORS_METHODS = ("GET", "POST", "PATCH", "DELETE")
 WRITES = frozenset({"POST", "PATCH", "PUT", "DELETE"})
@@ -94,8 +95,8 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
 
     flask_app = app.app
     flask_app.config[SETTINGS_KEY] = settings
-    # A small thread pool: the GIL makes more threads slower, not faster.
-    run_flask_in_threads(app, settings.threads)
+    # A small thread pool (the GIL makes more threads slower, not faster), reads first (riskapi.turns).
+    run_flask_in_threads(app, settings.threads, Turns(settings.threads, settings.write_delay))
     pooled = not models.is_sqlite()
 
     @flask_app.before_request

@@ -81,6 +81,7 @@ class Settings:
     max_body_bytes: int = 10 * 1024 * 1024
     validate_responses: bool = False
     threads: int = 2
+    write_delay: float = 0.5  # seconds a write may be overtaken by later reads (riskapi.turns)
     webhook_timeout: float = 5.0
     webhook_retry_delays: tuple[float, ...] = (10.0, 100.0, 1000.0)
     webhook_allow_private: bool = False
@@ -124,6 +125,7 @@ class Settings:
             max_body_bytes=read.int("RISKAPI_MAX_BODY_BYTES", cls.max_body_bytes, minimum=1),
             validate_responses=read.bool("RISKAPI_VALIDATE_RESPONSES", False),
             threads=read.int("RISKAPI_THREADS", cls.threads, minimum=1),
+            write_delay=read.int("RISKAPI_WRITE_DELAY_MS", round(cls.write_delay * 1000), minimum=0) / 1000,
             webhook_timeout=read.float("RISKAPI_WEBHOOK_TIMEOUT", cls.webhook_timeout, minimum=0.1),
             webhook_retry_delays=read.delays("RISKAPI_WEBHOOK_RETRY_DELAYS", cls.webhook_retry_delays),
             webhook_allow_private=read.bool("RISKAPI_WEBHOOK_ALLOW_PRIVATE", False),

@@ -6,12 +6,21 @@ pool. tests/test_connexion_internals.py pins what this relies on, so a Connexion
 it fails there, in one place.
 """
 
+from concurrent.futures import Executor
+
 import connexion
 from a2wsgi import WSGIMiddleware
 
 __all__ = ["run_flask_in_threads"]
 
 
-def run_flask_in_threads(app: connexion.FlaskApp, threads: int) -> None:
-    """Serve app's Flask requests from a pool of `threads` threads instead of Connexion's 10."""
-    app._middleware_app.asgi_app = WSGIMiddleware(app.app.wsgi_app, workers=threads)
+def run_flask_in_threads(app: connexion.FlaskApp, threads: int, executor: Executor | None = None) -> None:
+    """Serve app's Flask requests from a pool of `threads` threads instead of Connexion's 10, or from executor.
+
+    a2wsgi submits each request as executor.submit(call, environ, start_response).
+    """
+    middleware = WSGIMiddleware(app.app.wsgi_app, workers=threads)
+    if executor is not None:
+        middleware.executor.shutdown(wait=False)  # it has started no thread yet: they start on first use
+        middleware.executor = executor
+    app._middleware_app.asgi_app = middleware

@@ -15,6 +15,7 @@ def test_defaults_and_typed_values():
     read = Settings.from_env(env)
     assert read.threads == 8 and read.webhook_allow_private is True and read.webhook_retry_delays == (1.0, 2.5)
     assert Settings.from_env({"RISKAPI_ACCESS_LOG": "off"}).access_log is False
+    assert Settings().write_delay == 0.5 and Settings.from_env({"RISKAPI_WRITE_DELAY_MS": "0"}).write_delay == 0.0
 
 
 @pytest.mark.parametrize(
@@ -22,6 +23,7 @@ def test_defaults_and_typed_values():
     [
         ("RISKAPI_THREADS", "two", "RISKAPI_THREADS='two' is not a whole number"),
         ("RISKAPI_THREADS", "0", "RISKAPI_THREADS='0' is below its minimum, 1"),
+        ("RISKAPI_WRITE_DELAY_MS", "-1", "RISKAPI_WRITE_DELAY_MS='-1' is below its minimum, 0"),
         ("RISKAPI_MAX_BODY_BYTES", "1e6", "RISKAPI_MAX_BODY_BYTES='1e6' is not a whole number"),
         ("RISKAPI_WEBHOOK_TIMEOUT", "5s", "RISKAPI_WEBHOOK_TIMEOUT='5s' is not a number of seconds"),
         ("RISKAPI_WEBHOOK_TIMEOUT", "nan", "RISKAPI_WEBHOOK_TIMEOUT='nan' is not a number of seconds"),

@@ -55,3 +55,28 @@ def test_the_pool_set_serves_every_flask_request_with_at_most_that_many_at_once(
     assert at_once == 2
     assert [response.status_code for response in responses] == [200] * 4
     assert len(inside) == 4 and len(set(inside)) <= 2
+
+
+def test_a2wsgi_submits_each_request_with_its_environ_first_to_the_executor_given():
+    """riskapi.turns orders requests by the environ that a2wsgi passes as the first argument of each call."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    seen = []
+
+    class Recording(ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            seen.append((args[0]["REQUEST_METHOD"], args[0]["PATH_INFO"]))
+            return super().submit(fn, *args, **kwargs)
+
+    gate, inside = threading.Event(), []
+    gate.set()
+    app = _app_with_a_blocking_route(gate, inside)
+    run_flask_in_threads(app, 2, Recording(max_workers=2))
+
+    async def scenario():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return await client.get("/wait")
+
+    assert asyncio.run(scenario()).status_code == 200
+    assert seen == [("GET", "/wait")]

@@ -14,7 +14,7 @@ FOLDERS = {"riskapi": ROOT / "riskapi", "riskapi.handlers": ROOT / "handlers", "
 # (layer, module prefixes), top to bottom.
 LAYERS = [
     ("composition", ["riskapi.cli", "riskapi.server", "riskapi.listener"]),
-    ("api", ["riskapi.app", "riskapi.middleware", "riskapi.errors", "riskapi.docs", "riskapi.request_validators",
+    ("api", ["riskapi.app", "riskapi.middleware", "riskapi.errors", "riskapi.docs", "riskapi.request_validators", "riskapi.turns",
              "riskapi.connexion_internals", "riskapi.ratelimit", "riskapi.resolver"]),
     ("handlers", ["riskapi.handlers", "riskapi.precognition"]),
     ("workers", ["riskapi.jobs.worker", "riskapi.jobs.rq_internals", "riskapi.jobs.relay", "riskapi.jobs.inflight",
