@@ -95,7 +95,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
 
     flask_app = app.app
     flask_app.config[SETTINGS_KEY] = settings
-    # A small thread pool (the GIL makes more threads slower, not faster), reads first (riskapi.turns).
+    # A small thread pool (the GIL makes many threads slower; 4 cover the database round trips), reads first.
     run_flask_in_threads(app, settings.threads, Turns(settings.threads, settings.write_delay))
     pooled = not models.is_sqlite()
 

@@ -80,7 +80,7 @@ class Settings:
     secret_key: str = field(default="", repr=False)
     max_body_bytes: int = 10 * 1024 * 1024
     validate_responses: bool = False
-    threads: int = 2
+    threads: int = 4
     write_delay: float = 0.5  # seconds a write may be overtaken by later reads (riskapi.turns)
     webhook_timeout: float = 5.0
     webhook_retry_delays: tuple[float, ...] = (10.0, 100.0, 1000.0)

@@ -116,3 +116,27 @@ def test_shutdown_runs_what_waits_then_refuses_new_calls(blocked):
     assert waiting.done() and order == ["GET"]
     with pytest.raises(RuntimeError):
         turns.submit(record, environ("GET"))
+
+
+def test_at_most_half_the_threads_run_writes_so_a_read_always_finds_one():
+    turns, gate, running = Turns(threads=4, write_delay=0.0), threading.Event(), []
+    lock = threading.Lock()
+
+    def write(environ):
+        with lock:
+            running.append("write")
+        gate.wait(10)
+
+    try:
+        writes = [turns.submit(write, environ("POST")) for _ in range(4)]
+        read = turns.submit(lambda environ: "read", environ("GET"))
+        assert read.result(5) == "read"  # while every write that may run is still held
+        time.sleep(0.2)
+        assert running == ["write", "write"]
+        gate.set()
+        for future in writes:
+            future.result(5)
+        assert running == ["write"] * 4
+    finally:
+        gate.set()
+        turns.shutdown()
