@@ -5,13 +5,16 @@ as a lone attempt does (jobs.delivery._record: the attempt log, the next attempt
 failed delivery its retry job on RQ's retry queue, and marks a webhook slow when an attempt took
 half the deadline or more. On the side, once a second, it re-reads the webhooks of deliveries still
 waiting in a line (a new url or secret, a disabled webhook) and renews their claims before they
-lapse, so the relay's rescue leaves them alone.
+lapse, so the relay's rescue leaves them alone; so it does for attempts made whose outcome still
+waits to be written (a recorder behind, on a machine short of CPU, must not let a claim lapse and the
+rescue send a delivered event again).
 """
 
 from __future__ import annotations
 
 import logging
 import queue as queues
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -38,9 +41,13 @@ class Recorder:
         self.target = jobs_queue.retries(engine.connection, self.settings.webhook_queue)
         self.renew_every = max(min(self.settings.webhook_stale_after / 2, 5.0), 0.2)
         self._done: queues.SimpleQueue = queues.SimpleQueue()
+        self._lock = threading.Lock()
+        self._unrecorded: set = set()  # items of the outcomes handed over and not yet written
 
     def put(self, outcome: tuple) -> None:
         """Hand over (item, webhook, started, result) of an attempt made."""
+        with self._lock:
+            self._unrecorded.add(outcome[0])
         self._done.put(outcome)
 
     def run(self) -> None:
@@ -78,6 +85,8 @@ class Recorder:
         except Exception:
             log.exception("delivery %s: recording the attempt failed", delivery.uuid)
         finally:
+            with self._lock:
+                self._unrecorded.discard(item)
             self.engine.settled()
         if result.duration_ms >= self.settings.webhook_timeout * 500:
             self.engine.slow.mark(webhook.id)
@@ -102,23 +111,29 @@ class Recorder:
         log.info("%s; retry scheduled", failed)
 
     def _tend(self, renewing: bool) -> None:
-        """Re-read the webhooks of waiting deliveries and, when renewing, extend their claims."""
+        """Re-read the webhooks of waiting deliveries and, when renewing, extend their claims and those of
+        the outcomes still to write."""
         waiting = self.engine.waiting()
-        if not waiting:
+        # Outcomes still to write are looked at every time (each second): their claims have little left.
+        soon = time.monotonic() + 2 * self.renew_every + self.settings.webhook_timeout + 1
+        with self._lock:
+            unrecorded = [item for item in self._unrecorded if item.lease < soon]
+        if not waiting and not unrecorded:
             return
         try:
             models.db.connect(reuse_if_open=True)
-            hooks = {hook.id: hook for hook in Webhook.select().where(Webhook.id.in_(list(waiting)))}
+            hooks = {hook.id: hook for hook in Webhook.select().where(Webhook.id.in_(list(waiting)))} if waiting else {}
             gone = [item for webhook_id, items in waiting.items() if webhook_id not in hooks for item in items]
             disabled = [item for webhook_id, items in waiting.items() if hooks.get(webhook_id) and hooks[webhook_id].disabled
                         for item in items]  # fmt: skip
             for item in disabled:  # as a claim of a disabled webhook's delivery does
                 _finish(item.delivery, item.generation, FAILED)
+            lapsing = list(unrecorded)
             if renewing:
                 # Only claims that would lapse before the next renewal but one: fewer writes for a long line.
-                soon = time.monotonic() + 2 * self.renew_every + self.settings.webhook_timeout + 1
+                lapsing += [item for items in waiting.values() for item in items if item.lease < soon]
+            if lapsing:
                 dropping = set(disabled)
-                lapsing = [item for items in waiting.values() for item in items if item.lease < soon]
                 gone += claims.renew([item for item in lapsing if item not in dropping], self.settings)
             self.engine.database_outage.back()
         except DATABASE_ERRORS as exc:
