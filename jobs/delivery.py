@@ -201,6 +201,13 @@ def _record(
     next_job names the RQ job that will make the next attempt, when it is not the delivery's own
     (jobs.queue.job_id): the relay's rescue looks that job up.
     """
+    with models.atomic():
+        written = _write(delivery, generation, webhook, started, result, settings, next_job)
+    return _conclude(delivery, webhook, result, *written)
+
+
+def _write(delivery, generation: int, webhook, started, result: transport.Result, settings: Settings, next_job: str | None):
+    """Write the attempt and its consequences in the caller's transaction; return (outcome, changed, tries, next_attempt)."""
     tries = delivery.tries + 1
     delays = list(settings.webhook_retry_delays)
     now = utcnow()
@@ -209,34 +216,38 @@ def _record(
         # The receiver said when to come back (429/503 Retry-After): honoured, within bounds, and logged.
         pause = min(max(result.retry_after, RETRY_AFTER_MIN), RETRY_AFTER_CAP)
         error = f"Retry-After {result.retry_after:g} s" + (f" (waiting {pause:g} s)" if pause != result.retry_after else "")
-    with models.atomic():
-        attempt = {"at": started, "status": result.status, "error": error, "duration_ms": result.duration_ms}
-        Attempt.insert(delivery=delivery.id, **attempt).execute()
-        if result.ok:
-            outcome, status, next_attempt = "succeeded", SUCCEEDED, None
-        elif webhook.type == "zapier" and result.status == ZAPIER_GONE:
-            outcome, status, next_attempt = "gone: webhook disabled", FAILED, None
-        elif tries <= len(delays):
-            outcome, status = "retry", PENDING
-            wait = pause if result.retry_after is not None else delays[tries - 1]
-            next_attempt = now + datetime.timedelta(seconds=wait)
-        else:
-            outcome, status, next_attempt = "failed", FAILED, None
-        changed = (
-            # batch=None: whatever comes next is the delivery's own job (see jobs.queue), unless named.
-            Delivery.update(
-                status=status,
-                tries=tries,
-                next_attempt=next_attempt,
-                locked_until=None,
-                batch=next_job if status == PENDING else None,
-                updated=now,
-            )
-            .where((Delivery.id == delivery.id) & (Delivery.generation == generation))
-            .execute()
+    attempt = {"at": started, "status": result.status, "error": error, "duration_ms": result.duration_ms}
+    Attempt.insert(delivery=delivery.id, **attempt).execute()
+    if result.ok:
+        outcome, status, next_attempt = "succeeded", SUCCEEDED, None
+    elif webhook.type == "zapier" and result.status == ZAPIER_GONE:
+        outcome, status, next_attempt = "gone: webhook disabled", FAILED, None
+    elif tries <= len(delays):
+        outcome, status = "retry", PENDING
+        wait = pause if result.retry_after is not None else delays[tries - 1]
+        next_attempt = now + datetime.timedelta(seconds=wait)
+    else:
+        outcome, status, next_attempt = "failed", FAILED, None
+    changed = (
+        # batch=None: whatever comes next is the delivery's own job (see jobs.queue), unless named.
+        Delivery.update(
+            status=status,
+            tries=tries,
+            next_attempt=next_attempt,
+            locked_until=None,
+            batch=next_job if status == PENDING else None,
+            updated=now,
         )
-        if changed:
-            _webhook_after(webhook, outcome, settings, now)
+        .where((Delivery.id == delivery.id) & (Delivery.generation == generation))
+        .execute()
+    )
+    if changed:
+        _webhook_after(webhook, outcome, settings, now)
+    return outcome, changed, tries, next_attempt
+
+
+def _conclude(delivery, webhook, result: transport.Result, outcome: str, changed: int, tries: int, next_attempt) -> str:
+    """Once the attempt is committed: count and log it; raise AttemptFailed when a retry is due."""
     _observe(delivery, webhook, result, outcome if changed else "superseded", tries)
     if outcome == "retry" and changed:
         raise AttemptFailed(

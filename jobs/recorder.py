@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import redis
 from riskapi.jobs import claims, transport
 from riskapi.jobs import queue as jobs_queue
-from riskapi.jobs.delivery import DATABASE_ERRORS, AttemptFailed, _finish, _reconnecting, _record
+from riskapi.jobs.delivery import DATABASE_ERRORS, AttemptFailed, _conclude, _finish, _reconnecting, _record, _write
 from riskapi.models.webhooks import FAILED, Webhook
 
 from riskapi import models
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from riskapi.jobs.inflight import Engine
 
 log = logging.getLogger("riskapi.delivery")
+
+# Outcomes written in one transaction when several wait: one commit (one WAL flush) for them all.
+BATCH = 64
 
 
 class Recorder:
@@ -61,7 +64,16 @@ class Recorder:
                 if self.engine.finished():
                     break
             if done is not None:
-                self._settle(*done)
+                batch = [done]
+                while len(batch) < BATCH:
+                    try:
+                        batch.append(self._done.get_nowait())
+                    except queues.Empty:
+                        break
+                if len(batch) > 1:
+                    self._settle_all(batch)
+                else:
+                    self._settle(*done)
             now = time.monotonic()
             if now >= next_read:
                 next_read = now + 1.0
@@ -85,9 +97,36 @@ class Recorder:
         except Exception:
             log.exception("delivery %s: recording the attempt failed", delivery.uuid)
         finally:
-            with self._lock:
-                self._unrecorded.discard(item)
-            self.engine.settled()
+            self._after(item, webhook, result)
+
+    def _settle_all(self, batch: list) -> None:
+        """Write several outcomes in one transaction; should it fail, write them one by one."""
+        written = []
+        try:
+            models.db.connect(reuse_if_open=True)
+            with models.atomic():
+                for item, webhook, started, result in batch:
+                    name = jobs_queue.retry_id(item.delivery.uuid, item.generation, item.delivery.tries + 1)
+                    args = (item.delivery, item.generation, webhook, started, result, self.settings, name)
+                    written.append((name, _write(*args)))
+        except Exception:  # noqa: BLE001 - nothing was committed: each outcome gets its own try (and reconnection) below
+            for outcome in batch:
+                self._settle(*outcome)
+            return
+        self.engine.database_outage.back()
+        for (item, webhook, _started, result), (name, outcome) in zip(batch, written, strict=True):
+            try:
+                _conclude(item.delivery, webhook, result, *outcome)
+            except AttemptFailed as failed:
+                self._schedule(item.delivery.id, item.generation, failed, name)
+            finally:
+                self._after(item, webhook, result)
+
+    def _after(self, item, webhook: Webhook, result: transport.Result) -> None:
+        """Let go of a settled outcome, and mark its webhook slow when the attempt took half the deadline."""
+        with self._lock:
+            self._unrecorded.discard(item)
+        self.engine.settled()
         if result.duration_ms >= self.settings.webhook_timeout * 500:
             self.engine.slow.mark(webhook.id)
 

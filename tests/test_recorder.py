@@ -8,30 +8,41 @@ import redis
 from riskapi.jobs import claims, outbox, transport
 from riskapi.jobs.inflight import Engine, _Item
 from riskapi.models import utcnow
-from riskapi.models.webhooks import SUCCEEDED, Attempt, Delivery, Webhook, pack_events
+from riskapi.models.webhooks import PENDING, SUCCEEDED, Attempt, Delivery, Webhook, pack_events
 
 from riskapi import models
 
 
 @pytest.fixture
 def engine(settings, redis_url, queue_name):
-    """An engine (not started: its recorder is driven by hand) on this test's queue."""
+    """An engine (not started: its recorder is driven by hand, in this thread) on this test's queue."""
     connection = redis.Redis.from_url(redis_url, socket_timeout=5)
     yield Engine(dataclasses.replace(settings, webhook_queue=queue_name), connection)
     connection.close()
+    models.discard_connection()  # the recorder's connection is this thread's: it may have replaced a broken one
 
 
 @pytest.fixture
-def claimed(db_tenant, connection, engine):
-    """A delivery claimed as a worker claims it; return (its item, its webhook)."""
+def claim(db_tenant, database, engine):
+    """Return a function claiming `count` new deliveries as a worker does: a list of (item, webhook)."""
     agency = db_tenant.agency.id
     url, events = "https://hooks.example.com/in", pack_events(["x.y"])
     webhook = Webhook.create(agency=agency, type="custom", url=url, events=events, secret="s")
-    with models.atomic():
-        outbox.record(agency, "x.y", [{"n": 1}])
-    row = Delivery.get(Delivery.webhook == webhook.id)
-    [delivery], _ = claims.claim_batch({row.id: row.generation}, engine.settings)
-    return _Item(delivery, row.generation, due=0.0, lease=time.monotonic()), webhook
+
+    def make(count: int = 1) -> list:
+        with models.atomic():
+            outbox.record(agency, "x.y", [{"n": n} for n in range(count)])
+        rows = list(Delivery.select().where(Delivery.webhook == webhook.id).order_by(Delivery.id))[-count:]
+        delivered, _ = claims.claim_batch({row.id: row.generation for row in rows}, engine.settings)
+        return [(_Item(d, d.generation, due=0.0, lease=time.monotonic()), webhook) for d in sorted(delivered, key=lambda d: d.id)]
+
+    return make
+
+
+@pytest.fixture
+def claimed(claim):
+    """One claimed delivery: (its item, its webhook)."""
+    return claim(1)[0]
 
 
 def locked_until(item):
@@ -59,3 +70,28 @@ def test_a_written_outcome_is_no_longer_renewed(engine, claimed):
     item.lease = time.monotonic()
     recorder._tend(renewing=True)
     assert locked_until(item) is None  # renewing a settled delivery would lock it for nothing
+
+
+def test_outcomes_waiting_together_are_written_in_one_go_with_their_retries(engine, claim, redis_url, queue_name):
+    from riskapi.jobs import queue as jobs_queue
+
+    (ok, webhook), (failing, _), (late, _) = claim(3)
+    results = [transport.Result(200, None, 3), transport.Result(500, None, 3), transport.Result(204, None, 3)]
+    batch = [(item, webhook, utcnow(), result) for item, result in zip((ok, failing, late), results, strict=True)]
+    engine.recorder._settle_all(batch)
+    rows = [Delivery.get_by_id(item.delivery.id) for item in (ok, failing, late)]
+    assert [(row.status, row.tries) for row in rows] == [(SUCCEEDED, 1), (PENDING, 1), (SUCCEEDED, 1)]
+    assert rows[1].next_attempt is not None and all(row.locked_until is None for row in rows)
+    retry = jobs_queue.retry_id(failing.delivery.uuid, failing.generation, 1)
+    assert retry in engine.recorder.target.scheduled_job_registry.get_job_ids()
+    assert not engine.recorder._unrecorded
+
+
+def test_one_outcome_that_cannot_be_written_does_not_cost_the_others(engine, claim):
+    """The batch's transaction fails as a whole; written one by one, every other outcome is kept."""
+    (first, webhook), (gone, _), (last, _) = claim(3)
+    Delivery.delete().where(Delivery.id == gone.delivery.id).execute()  # its attempt row now breaks a foreign key
+    batch = [(item, webhook, utcnow(), transport.Result(200, None, 3)) for item in (first, gone, last)]
+    engine.recorder._settle_all(batch)
+    assert [Delivery.get_by_id(item.delivery.id).status for item in (first, last)] == [SUCCEEDED, SUCCEEDED]
+    assert Attempt.select().where(Attempt.delivery.in_([first.delivery.id, last.delivery.id])).count() == 2
