@@ -6,6 +6,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 from riskapi.jobs.pacing import Pacer
+from riskapi.models.webhooks import Attempt, Delivery, Webhook
 
 from tests.support import items, make_webhook
 from tests.webhook_support import wait_until
@@ -42,10 +43,10 @@ def test_without_redis_a_process_paces_by_itself():
     assert waits[0] < 0.01 and 0.09 <= waits[1] <= 0.11 and 0.15 <= waits[2] <= 0.21, waits
 
 
-def test_a_burst_reaches_the_receiver_at_the_rate_with_two_workers(client, tenant, receiver, start_worker):
+def test_a_burst_reaches_the_receiver_at_the_rate_with_two_workers(client, tenant, receiver, start_worker, connection):
     start_worker(max_rate=str(RATE))
     start_worker(max_rate=str(RATE))
-    make_webhook(client, tenant, url=receiver.url)
+    hook = make_webhook(client, tenant, url=receiver.url)
     response = client.post(tenant.url("/drivers"), json=items("driver", *[{}] * 30), headers=tenant.headers)
     assert response.status_code == 201, response.text
     assert receiver.wait_for(30, timeout=30)
@@ -53,7 +54,13 @@ def test_a_burst_reaches_the_receiver_at_the_rate_with_two_workers(client, tenan
     assert len({request.headers["service-delivery"] for request in receiver.requests}) == 30
     # 30 slots 0.1 s apart span 2.9 s; an attempt may arrive a little after its slot, never before.
     assert max(arrived) - min(arrived) >= 2.7, max(arrived) - min(arrived)
-    assert most_in_any_second(arrived) <= RATE + 1, most_in_any_second(arrived)
+    # The rate bounds when attempts start, which the attempt log records: arrivals also carry each
+    # connection's set-up (a TLS handshake for a new one, none for a kept one), which can bunch them.
+    attempts = Attempt.select(Attempt.at).join(Delivery).join(Webhook).where(Webhook.uuid == hook["uuid"])
+    assert wait_until(lambda: attempts.count() == 30, timeout=10)
+    started = [attempt.at.timestamp() for attempt in attempts]
+    assert most_in_any_second(started) <= RATE + 1, most_in_any_second(started)
+    assert most_in_any_second(arrived) <= RATE + 3, most_in_any_second(arrived)
 
 
 def test_other_webhooks_do_not_wait_for_a_paced_one(client, tenant, other_tenant, receiver, start_worker):
