@@ -217,6 +217,11 @@ class Receiver:
     def _handle(self, handler: _Handler) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
         body = handler.rfile.read(length)
+        if len(body) < length:
+            # The client went away mid-request (a worker killed between the head and the body): a server
+            # hands no such request to its application, so nothing is recorded or answered.
+            handler.close_connection = True
+            return
         request = Recorded(
             handler.path,
             {name.lower(): value for name, value in handler.headers.items()},

@@ -432,3 +432,14 @@ def test_a_timed_out_connection_is_not_kept(kept):
     assert deliver(kept, timeout=0.5).error == "timed out after 0.5 s"
     assert deliver(kept).ok
     assert kept.connections == 2
+
+
+def test_the_receiver_records_no_request_whose_body_never_came(kept):
+    """A sender killed between the head and the body leaves the test receiver nothing to record, as a real server."""
+    import ssl
+
+    context = ssl.create_default_context(cafile=kept.ca_path)
+    with socket.create_connection(("127.0.0.1", kept.port)) as raw, context.wrap_socket(raw, server_hostname="localhost") as tls:
+        tls.sendall(b"POST /hook HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\nabc")
+    assert deliver(kept).ok  # the receiver is still fine
+    assert kept.wait_for(1) and [r.body for r in kept.requests] == [BODY]
