@@ -98,6 +98,10 @@ def test_a_worker_killed_mid_batch_leaves_every_unsettled_delivery_to_be_rescued
     hook = make_webhook(client, tenant, url=receiver.url)
     add_drivers(client, tenant, "a", "b", "c")
     assert receiver.wait_for(1, timeout=10)
+    # Kill it once the two others are settled: one answered but not yet written down would (rightly, at
+    # least once) be sent again, and this test is about the unsettled one alone.
+    succeeded = lambda: sum(d["data"]["status"] == "succeeded" for d in deliveries(client, tenant, hook))  # noqa: E731
+    assert wait_until(lambda: succeeded() == 2, timeout=10)
     first.kill()
 
     start_worker(timeout="2", stale_after="1")
