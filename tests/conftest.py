@@ -129,10 +129,12 @@ def queue_name(redis_url):
 
 @pytest.fixture
 def receiver():
-    """A real HTTPS webhook receiver on localhost with a test CA, keeping connections open between requests."""
+    """A real HTTPS webhook receiver on localhost with a test CA (one connection per request: the
+    timing-sensitive end-to-end tests were written for it; kept connections are tested in test_transport
+    and test_connections, and under load in bench/soak.py)."""
     from tests.receiver import Receiver
 
-    with Receiver(keep_alive=True) as rx:  # as most real receivers: deliveries reuse connections
+    with Receiver() as rx:
         yield rx
 
 
