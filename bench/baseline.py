@@ -11,10 +11,10 @@ import os
 import flask
 import orjson
 import peewee
-from riskapi.models.risk_data import Driver, Vehicle
-from riskapi.models.tenancy import Risk, Token
 
-from riskapi import models
+import models
+from models.risk_data import Driver, Vehicle
+from models.tenancy import Risk, Token
 from riskapi.config import Settings
 
 UTC = datetime.UTC

@@ -31,17 +31,14 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
-from riskapi.jobs import (  # noqa: E402
-    outbox,  # noqa: E402
-    signing,
-    transport,
-)
-from riskapi.jobs.broker import EmbeddedRedis  # noqa: E402
-from riskapi.jobs.delivery import signed_headers  # noqa: E402
 
+import models  # noqa: E402
 from bench import isolation  # noqa: E402
-from riskapi import models  # noqa: E402
+from jobs import transport  # noqa: E402
+from jobs.broker import EmbeddedRedis  # noqa: E402
+from jobs.delivery import signed_headers  # noqa: E402
 from riskapi.config import Settings  # noqa: E402
+from riskapi.webhooks import outbox, signing  # noqa: E402
 from tests.conftest import ServerThread, free_port, make_tenant  # noqa: E402
 from tests.receiver import Receiver, Reply  # noqa: E402
 from tests.webhook_support import WorkerProcess, delete_queue  # noqa: E402
@@ -123,7 +120,7 @@ def main(argv=None) -> int:
             if args.receiver_delay:
                 receiver.responses = lambda request: Reply(200, delay=args.receiver_delay)
             tenant = make_tenant(webhook_limit=100)
-            from riskapi.models.webhooks import PENDING, Delivery, Webhook, pack_events
+            from models.webhooks import PENDING, Delivery, Webhook, pack_events
 
             with models.db.connection_context():
                 # Deliveries of other runs must not compete for this worker.
@@ -171,7 +168,7 @@ def main(argv=None) -> int:
             worked = statistics.mean(rates["worker"])
 
             # (b) latency from a driver create returning to its delivery arriving.
-            from riskapi.app import create_app
+            from riskapi.api.app import create_app
 
             with models.db.connection_context():
                 Webhook.update(events=pack_events(["driver.created"])).where(Webhook.id == hook.id).execute()

@@ -8,10 +8,10 @@ from urllib.parse import quote
 
 import orjson
 
+import models
 from bench import load, seed
 from bench.client import Client, median_ms
 from bench.servers import Server
-from riskapi import models
 
 
 @dataclass

@@ -12,9 +12,8 @@ import json
 import random
 import time
 
-from riskapi.jobs import outbox, signing
-
-from riskapi import models
+import models
+from riskapi.webhooks import outbox, signing
 from tests.conftest import items, make_tenant
 
 SLOW_REPLY = 10.0  # seconds the slow receiver takes, as in issue 9
@@ -28,7 +27,7 @@ def percentile(values: list[float], share: float) -> float:
 
 def slow_backlog(slow_url: str, webhooks: int, pending: int) -> object:
     """Subscribe `webhooks` webhooks of a new agency to the slow receiver and queue `pending` deliveries to them."""
-    from riskapi.models.webhooks import Webhook, pack_events
+    from models.webhooks import Webhook, pack_events
 
     tenant = make_tenant(webhook_limit=webhooks)
     with models.db.connection_context():
@@ -44,7 +43,7 @@ def slow_backlog(slow_url: str, webhooks: int, pending: int) -> object:
 
 def retire(tenant) -> None:
     """Disable the slow agency's webhooks: their pending deliveries fail without being sent, so the next case starts clean."""
-    from riskapi.models.webhooks import Webhook
+    from models.webhooks import Webhook
 
     with models.db.connection_context():
         Webhook.update(disabled=models.utcnow()).where(Webhook.agency == tenant.agency.id).execute()
@@ -52,7 +51,7 @@ def retire(tenant) -> None:
 
 def pending_count(tenant) -> int:
     """Count the slow agency's pending deliveries."""
-    from riskapi.models.webhooks import PENDING, Delivery, Webhook
+    from models.webhooks import PENDING, Delivery, Webhook
 
     with models.db.connection_context():
         return Delivery.select().join(Webhook).where((Webhook.agency == tenant.agency.id) & (Delivery.status == PENDING)).count()

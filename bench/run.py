@@ -59,7 +59,7 @@ def report(name: str, value: float, aim: str, met: bool) -> None:
 def describe(args) -> None:
     """Say what each side runs."""
     threads = Settings.from_env().threads
-    print(f"service : uvicorn --workers {args.processes}, riskapi.app:asgi (Connexion; a2wsgi pool of {threads} threads)")
+    print(f"service : uvicorn --workers {args.processes}, riskapi.api.app:asgi (Connexion; a2wsgi pool of {threads} threads)")
     kind = "app, sync workers" if args.baseline_server == "gunicorn" else f"asgi, a2wsgi pool of {threads} threads"
     print(f"baseline: {args.baseline_server} --workers {args.processes}, bench.baseline:{kind} (bare Flask + Peewee)")
 

@@ -5,10 +5,9 @@ import random
 import uuid
 from dataclasses import dataclass
 
-from riskapi.models.risk_data import Driver, Vehicle
-from riskapi.models.tenancy import Agency, Risk, Token
-
-from riskapi import models
+import models
+from models.risk_data import Driver, Vehicle
+from models.tenancy import Agency, Risk, Token
 
 FIRST = ("Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "Ken", "Radia", "Linus")
 LAST = ("Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "Thompson", "Perlman", "Torvalds")

@@ -29,7 +29,7 @@ def has_gunicorn() -> bool:
 
 def service_argv(port: int, processes: int) -> list[str]:
     """The service as `riskapi serve` runs it: uvicorn, the app factory, N worker processes."""
-    return [sys.executable, "-m", "uvicorn", "riskapi.app:asgi", "--factory", "--host", "127.0.0.1", "--port", str(port),
+    return [sys.executable, "-m", "uvicorn", "riskapi.api.app:asgi", "--factory", "--host", "127.0.0.1", "--port", str(port),
             "--workers", str(processes), "--log-level", "warning", "--no-access-log"]  # fmt: skip
 
 

@@ -31,9 +31,8 @@ def free_port() -> int:
 
 def make_tenant() -> dict:
     """Create an agency, a token and a risk profile (and a second agency's risk) in the database."""
-    from riskapi.models.tenancy import Agency, Risk, Token
-
-    from riskapi import models
+    import models
+    from models.tenancy import Agency, Risk, Token
 
     with models.db.connection_context():
         agency = Agency.create(name="Browser clients", webhook_limit=10)
@@ -51,8 +50,8 @@ def main(argv=None) -> int:
 
     import uvicorn
 
-    from riskapi import models
-    from riskapi.app import create_app
+    import models
+    from riskapi.api.app import create_app
     from riskapi.config import Settings
 
     with tempfile.TemporaryDirectory(prefix="riskapi-clients-") as folder:

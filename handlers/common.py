@@ -8,12 +8,15 @@ import cachetools
 import flask
 import orjson
 from connexion import context
-from riskapi.handlers import settings
-from riskapi.models.tenancy import Risk
 
-from riskapi import precognition, query, spec, writes
-from riskapi.pagination import Paginator, envelope
-from riskapi.problems import ApiError
+import spec
+from handlers import settings
+from models.tenancy import Risk
+from riskapi.api import precognition
+from riskapi.exceptions import ApiError
+from riskapi.services import bulk_write as writes
+from riskapi.services import list_query as query
+from riskapi.services.pagination import Paginator, envelope
 
 _SECRET: list = []
 
@@ -57,7 +60,7 @@ def body() -> tuple:
 def cursor_secret() -> bytes:
     """Return the key that signs cursors, shared by every process."""
     if not _SECRET:
-        from riskapi.models.tenancy import AppKey
+        from models.tenancy import AppKey
 
         configured = settings().secret_key
         _SECRET.append((configured or AppKey.get_or_make("cursor")).encode())
@@ -84,7 +87,7 @@ def _listing(operation: str, model) -> query.ListSpec:
 
 
 def bulk_write(status: int, write: writes.Write) -> flask.Response:
-    """Answer a bulk write on its one path (riskapi.writes): a dry-run only checks it, otherwise it is applied atomically."""
+    """Answer a bulk write on its one path (riskapi.services.bulk_write): a dry-run only checks it, else applies it atomically."""
     payload, errors = body()
     if precognition.is_precognitive(flask.request.headers):
         writes.check(write, payload, errors)

@@ -2,14 +2,16 @@
 
 import uuid
 
-from riskapi.handlers import common
-from riskapi.handlers.webhooks import webhook_of
-from riskapi.models.webhooks import FAILED, PENDING, Attempt, Delivery, Event
-
-from riskapi import models, query, writes
-from riskapi.messages import message
-from riskapi.problems import ApiError
-from riskapi.render import envelope, timestamp, values
+import models
+from handlers import common
+from handlers.webhooks import webhook_of
+from models import timestamp
+from models.webhooks import FAILED, PENDING, Attempt, Delivery, Event
+from riskapi.exceptions import ApiError
+from riskapi.services import bulk_write as writes
+from riskapi.services import list_query as query
+from riskapi.services.messages import message
+from riskapi.services.render import envelope, values
 
 
 def _select():

@@ -1,10 +1,12 @@
 """Events published by the platform's other services (forms, e-signatures) for their agency; the event types."""
 
 import flask
-from riskapi.handlers import common
-from riskapi.jobs import outbox
 
-from riskapi import models, spec, writes
+import models
+import spec
+from handlers import common
+from riskapi.services import bulk_write as writes
+from riskapi.webhooks import outbox
 
 
 def publish_event(agency_id):

@@ -3,9 +3,9 @@
 import functools
 
 import redis
-from riskapi.handlers import common, settings
 
-from riskapi import models
+import models
+from handlers import common, settings
 
 # A probe must answer within the prober's timeout (often 1-2 s), even when a dependency hangs.
 PROBE_TIMEOUT = 1.0

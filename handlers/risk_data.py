@@ -2,11 +2,12 @@
 
 import functools
 
-from riskapi.handlers import common
-from riskapi.models.risk_data import Building, Driver, Premise, Vehicle
-
-from riskapi import render, risk_writes, writes
-from riskapi.messages import message
+from handlers import common
+from models.risk_data import Building, Driver, Premise, Vehicle
+from riskapi.services import bulk_write as writes
+from riskapi.services import render
+from riskapi.services import risk_data_writes as risk_writes
+from riskapi.services.messages import message
 
 
 def endpoints(model) -> tuple:

@@ -3,18 +3,18 @@
 import datetime
 import uuid
 
-from riskapi.handlers import common, settings
-from riskapi.jobs import outbox
-from riskapi.jobs.signing import generate_secret
-from riskapi.jobs.webhook_urls import normalise, url_problem
-from riskapi.models import utcnow
-from riskapi.models.tenancy import Agency
-from riskapi.models.webhooks import Webhook, pack_events, unpack_events
-
-from riskapi import models, writes
-from riskapi.messages import message
-from riskapi.problems import ApiError
-from riskapi.render import envelope
+import models
+from handlers import common, settings
+from models import utcnow
+from models.tenancy import Agency
+from models.webhooks import Webhook, pack_events, unpack_events
+from riskapi.exceptions import ApiError
+from riskapi.services import bulk_write as writes
+from riskapi.services.messages import message
+from riskapi.services.render import envelope
+from riskapi.webhooks import outbox
+from riskapi.webhooks.signing import generate_secret
+from riskapi.webhooks.urls import normalise, url_problem
 
 # ---- rendering and lookup -------------------------------------------------------------------------
 
@@ -66,7 +66,7 @@ def _check_url(values: dict, path: str, errors: writes.Errors) -> str | None:
     return normalise(url)
 
 
-# ---- writes: every check that needs the database, then the write (the path is riskapi.writes) ---------
+# ---- writes: every check that needs the database, then the write (the path is riskapi.services.bulk_write) ---------
 
 
 class _Write:

@@ -15,12 +15,12 @@ import logging
 
 import peewee
 import redis
-from riskapi.jobs import inflight
-from riskapi.jobs import queue as jobs_queue
-from riskapi.jobs.delivery import AttemptFailed, attempt, worker_settings
 from rq import get_current_job
 
-from riskapi import models
+import models
+from jobs import inflight
+from jobs import queue as jobs_queue
+from jobs.delivery import AttemptFailed, attempt, worker_settings
 
 log = logging.getLogger("riskapi.delivery")
 

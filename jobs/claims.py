@@ -12,11 +12,11 @@ import logging
 import time
 
 import peewee
-from riskapi.jobs.delivery import DATABASE_ERRORS
-from riskapi.models import utcnow
-from riskapi.models.webhooks import PENDING, Delivery, Event, Webhook
 
-from riskapi import models
+import models
+from jobs.delivery import DATABASE_ERRORS
+from models import utcnow
+from models.webhooks import PENDING, Delivery, Event, Webhook
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.delivery")

@@ -25,12 +25,15 @@ import logging
 import time
 
 import peewee
-from riskapi.jobs import signing, transport
-from riskapi.models import utcnow
-from riskapi.models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Event, Webhook
 
-from riskapi import __version__, metrics, models
+import models
+from jobs import transport
+from models import utcnow
+from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Event, Webhook
+from riskapi import __version__
 from riskapi.config import Settings
+from riskapi.observability import metrics
+from riskapi.webhooks import signing
 
 log = logging.getLogger("riskapi.delivery")
 # One line per attempt (configured by `riskapi worker` like the API's request lines).
@@ -65,7 +68,7 @@ def worker_settings() -> Settings:
 
 def deliver(delivery_id: int, generation: int) -> str:
     """RQ entry point: hand one attempt of a delivery to the process's attempts in flight, or make it here."""
-    from riskapi.jobs import inflight
+    from jobs import inflight
 
     engine = inflight.current()
     if engine is not None:

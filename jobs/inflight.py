@@ -28,15 +28,15 @@ import time
 from dataclasses import dataclass
 
 import redis
-from riskapi.jobs import claims, transport
-from riskapi.jobs.broker import Outage
-from riskapi.jobs.delivery import _claim, _reconnecting, signed_headers, signing_secrets
-from riskapi.jobs.pacing import Pacer
-from riskapi.jobs.recorder import Recorder
-from riskapi.jobs.slowness import SlowMarks
-from riskapi.models import utcnow
-from riskapi.models.webhooks import Delivery, Webhook
 
+from jobs import claims, transport
+from jobs.broker import Outage
+from jobs.delivery import _claim, _reconnecting, signed_headers, signing_secrets
+from jobs.pacing import Pacer
+from jobs.recorder import Recorder
+from jobs.slowness import SlowMarks
+from models import utcnow
+from models.webhooks import Delivery, Webhook
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.delivery")

@@ -15,8 +15,8 @@ import redis
 from rq import Queue, Retry
 from rq.job import Job
 
-JOB_FUNCTION = "riskapi.jobs.delivery.deliver"
-BATCH_FUNCTION = "riskapi.jobs.batch.deliver_batch"
+JOB_FUNCTION = "jobs.delivery.deliver"
+BATCH_FUNCTION = "jobs.batch.deliver_batch"
 # Large enough that RQ's per-job cost is small next to the posts, small enough that a relay pass
 # of a burst still spreads over the worker threads.
 BATCH_SIZE = 25

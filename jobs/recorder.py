@@ -19,15 +19,15 @@ import time
 from typing import TYPE_CHECKING
 
 import redis
-from riskapi.jobs import claims, transport
-from riskapi.jobs import queue as jobs_queue
-from riskapi.jobs.delivery import DATABASE_ERRORS, AttemptFailed, _conclude, _finish, _reconnecting, _record, _write
-from riskapi.models.webhooks import FAILED, Webhook
 
-from riskapi import models
+import models
+from jobs import claims, transport
+from jobs import queue as jobs_queue
+from jobs.delivery import DATABASE_ERRORS, AttemptFailed, _conclude, _finish, _reconnecting, _record, _write
+from models.webhooks import FAILED, Webhook
 
 if TYPE_CHECKING:
-    from riskapi.jobs.inflight import Engine
+    from jobs.inflight import Engine
 
 log = logging.getLogger("riskapi.delivery")
 

@@ -27,15 +27,16 @@ import threading
 import time
 
 import redis
-from riskapi.jobs import queue as jobs_queue
-from riskapi.jobs import retention
-from riskapi.jobs.broker import Backoff, Outage
-from riskapi.jobs.delivery import DATABASE_ERRORS
-from riskapi.models import utcnow
-from riskapi.models.webhooks import PENDING, Delivery
 
-from riskapi import models, wake
+import models
+from jobs import queue as jobs_queue
+from jobs import retention
+from jobs.broker import Backoff, Outage
+from jobs.delivery import DATABASE_ERRORS
+from models import utcnow
+from models.webhooks import PENDING, Delivery
 from riskapi.config import Settings
+from riskapi.webhooks import wakeups as wake
 
 log = logging.getLogger("riskapi.relay")
 
@@ -175,7 +176,7 @@ class Relay:
         models.discard_connection()
 
     def _woken(self, interval: float) -> bool:
-        """Wait up to one interval for the API to say a write was answered (riskapi.wake); False if none came."""
+        """Wait up to one interval for the API to say a write was answered (riskapi.webhooks.wakeups); False if none came."""
         try:
             return wake.wait(self.connection, self.settings.webhook_queue, interval)
         except (redis.RedisError, OSError):

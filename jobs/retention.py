@@ -12,10 +12,10 @@ import datetime
 import logging
 
 import peewee
-from riskapi.models import utcnow
-from riskapi.models.webhooks import PENDING, Attempt, Delivery, Event
 
-from riskapi import models
+import models
+from models import utcnow
+from models.webhooks import PENDING, Attempt, Delivery, Event
 
 log = logging.getLogger("riskapi.retention")
 

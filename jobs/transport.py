@@ -22,8 +22,8 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
-from riskapi.jobs import connections
-from riskapi.jobs.webhook_urls import normalise
+from jobs import connections
+from riskapi.webhooks.urls import normalise
 
 __all__ = ["MAX_RESPONSE_BYTES", "Result", "is_allowed_address", "post", "prepare"]
 

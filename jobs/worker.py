@@ -22,24 +22,24 @@ import time
 import uuid
 
 import redis
-from riskapi.jobs import inflight
-from riskapi.jobs import queue as jobs_queue
-from riskapi.jobs.broker import UNREACHABLE, Backoff, Outage, die_with_parent, wait_for
-from riskapi.jobs.delivery import DATABASE_ERRORS, AttemptFailed
-from riskapi.jobs.relay import Relay
-from riskapi.jobs.rq_internals import (
+from rq.exceptions import DequeueTimeout, StopRequested
+from rq.scheduler import RQScheduler
+from rq.timeouts import TimerDeathPenalty
+from rq.worker import WorkerStatus
+
+import models
+from jobs import inflight
+from jobs import queue as jobs_queue
+from jobs.broker import UNREACHABLE, Backoff, Outage, die_with_parent, wait_for
+from jobs.delivery import DATABASE_ERRORS, AttemptFailed
+from jobs.relay import Relay
+from jobs.rq_internals import (
     HookedWorker,
     forget_scheduler_process,
     install_scheduler_signal_handlers,
     scheduler_process,
     scheduler_stop_requested,
 )
-from rq.exceptions import DequeueTimeout, StopRequested
-from rq.scheduler import RQScheduler
-from rq.timeouts import TimerDeathPenalty
-from rq.worker import WorkerStatus
-
-from riskapi import models
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.worker")

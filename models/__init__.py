@@ -15,6 +15,11 @@ def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
 
 
+def timestamp(value: datetime.datetime) -> str:
+    """Format a stored UTC time as ISO 8601 with a +00:00 suffix, as every answer and event shows it."""
+    return value.replace(tzinfo=datetime.UTC).isoformat()
+
+
 def bind(database_url: str) -> peewee.Database:
     """Open the database named by a URL and bind every model to it."""
     if database_url.startswith("sqlite"):
@@ -110,14 +115,14 @@ class PublicModel(BaseModel):
 
 def all_models():
     """Return every model class in creation order."""
-    from riskapi.models.migrations import SchemaMigration
-    from riskapi.models.risk_data import Address, Building, Driver, Premise, Vehicle
-    from riskapi.models.tenancy import Agency, AppKey, Risk, Token
+    from models.migrations import SchemaMigration
+    from models.risk_data import Address, Building, Driver, Premise, Vehicle
+    from models.tenancy import Agency, AppKey, Risk, Token
 
     # The version table too: dropping every table (tests/conftest.py) then leaves an empty database.
     models = [SchemaMigration, AppKey, Agency, Token, Risk, Vehicle, Premise, Driver, Address, Building]
     try:
-        from riskapi.models.webhooks import WEBHOOK_MODELS
+        from models.webhooks import WEBHOOK_MODELS
     except ImportError:  # pragma: no cover - webhooks are optional during bootstrap
         WEBHOOK_MODELS = []
     return models + list(WEBHOOK_MODELS)
@@ -125,6 +130,6 @@ def all_models():
 
 def upgrade() -> list[str]:
     """Apply the pending schema migrations (models/migrations) in order; return the names applied."""
-    from riskapi.models import migrations
+    from models import migrations
 
     return migrations.upgrade()

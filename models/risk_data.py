@@ -1,8 +1,9 @@
 """Risk data: drivers and their addresses, vehicles, premises and buildings."""
 
 import peewee
-from riskapi.models import PublicModel, is_sqlite
-from riskapi.models.tenancy import Risk
+
+from models import PublicModel, is_sqlite
+from models.tenancy import Risk
 
 
 class InRisk(PublicModel):
@@ -53,7 +54,7 @@ class RiskObject(InRisk):
         (SQLite's write transactions already do.)
         """
         if not is_sqlite():
-            from riskapi.models.tenancy import Risk
+            from models.tenancy import Risk
 
             Risk.select(Risk.id).where(Risk.id == risk_id).for_update().execute()
         return (cls.select(peewee.fn.MAX(cls.number)).where(cls.risk == risk_id).scalar() or 0) + 1

@@ -5,7 +5,8 @@ import hashlib
 import secrets
 
 import peewee
-from riskapi.models import BaseModel, PublicModel, utcnow
+
+from models import BaseModel, PublicModel, utcnow
 
 
 class Agency(PublicModel):

@@ -1,10 +1,10 @@
 """Webhook subscriptions, the events that feed them, and their deliveries with every attempt."""
 
 import peewee
-from riskapi.models import BaseModel, PublicModel, utcnow
-from riskapi.models.tenancy import Agency
 
-from riskapi import spec
+import spec
+from models import BaseModel, PublicModel, utcnow
+from models.tenancy import Agency
 
 # The event names are the spec's (EventName); this one the service sends by itself.
 PING = "webhook.ping"

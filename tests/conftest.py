@@ -6,7 +6,7 @@ import tempfile
 import httpx
 import pytest
 
-from riskapi import models
+import models
 from riskapi.config import Settings
 from tests.support import (  # noqa: F401 - bench/ and clients/sdk/run.py import some from here
     CREATED_AGENCIES,
@@ -55,7 +55,7 @@ def connection(database):
 @pytest.fixture(scope="session")
 def server(settings, database):
     """The real app, served over HTTP."""
-    from riskapi.app import create_app
+    from riskapi.api.app import create_app
 
     app = create_app(settings)
     with ServerThread(app, free_port()) as running:
@@ -99,7 +99,7 @@ def db_tenant(database) -> Tenant:
 @pytest.fixture
 def profile(db_tenant, connection):
     """The risk profile row of db_tenant (a connection held), for tests of the domain modules."""
-    from riskapi.models.tenancy import Risk
+    from models.tenancy import Risk
 
     return Risk.get(Risk.uuid == db_tenant.risk)
 
@@ -160,7 +160,7 @@ def start_worker(server, settings, redis_url, receiver, queue_name):
 
 @pytest.fixture
 def start_api(server, settings):
-    """Start API processes (`uvicorn riskapi.app:asgi --factory`) on the test database; return their base URL."""
+    """Start API processes (`uvicorn riskapi.api.app:asgi --factory`) on the test database; return their base URL."""
     import subprocess
     import sys
 
@@ -169,7 +169,8 @@ def start_api(server, settings):
     def start(**env_overrides) -> str:
         port = free_port()
         env = dict(os.environ, DATABASE_URL=settings.database_url, **env_overrides)
-        command = [sys.executable, "-m", "uvicorn", "riskapi.app:asgi", "--factory", "--port", str(port), "--log-level=warning"]
+        command = [sys.executable, "-m", "uvicorn", "riskapi.api.app:asgi", "--factory"]
+        command += ["--port", str(port), "--log-level=warning"]
         started.append(subprocess.Popen(command, env=env))
         url = f"http://127.0.0.1:{port}/api/v1"
         assert wait_until(lambda: answers(url), timeout=30)

@@ -17,7 +17,7 @@ import tempfile
 
 import httpx
 
-from riskapi import models
+import models
 from riskapi.config import Settings
 from tests.support import ServerThread, free_port, items, make_tenant, reset_database
 
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     # A plan limit the fuzzer cannot reach, so webhook creates are exercised rather than refused.
     tenant = make_tenant(webhook_limit=1_000_000)
 
-    from riskapi.app import create_app
+    from riskapi.api.app import create_app
 
     with ServerThread(create_app(settings), free_port()) as server:
         base = server.url + "/api/v1"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import httpx
 import uvicorn
 
-from riskapi import models
+import models
 
 # Agencies make_tenant created since the last call of forget_agencies(): conftest settles what they left pending.
 CREATED_AGENCIES: list[int] = []
@@ -93,7 +93,7 @@ class Tenant:
 
 def make_tenant(risk_type: str = "commercial", webhook_limit: int = 10) -> Tenant:
     """Create an agency, a token and a risk profile directly in the database."""
-    from riskapi.models.tenancy import Agency, Risk, Token
+    from models.tenancy import Agency, Risk, Token
 
     with models.db.connection_context():
         agency = Agency.create(name="Agency", webhook_limit=webhook_limit)
@@ -105,7 +105,7 @@ def make_tenant(risk_type: str = "commercial", webhook_limit: int = 10) -> Tenan
 
 def settle_pending(agency_ids) -> int:
     """Mark the pending deliveries of these agencies' webhooks failed, so no later worker or relay picks them up."""
-    from riskapi.models.webhooks import FAILED, PENDING, Delivery, Webhook
+    from models.webhooks import FAILED, PENDING, Delivery, Webhook
 
     ids = list(agency_ids)
     if not ids:

@@ -6,12 +6,12 @@ import dataclasses
 import json
 
 import redis
-from riskapi.jobs import queue as jobs_queue
-from riskapi.jobs.relay import Relay
-from riskapi.models import utcnow
-from riskapi.models.webhooks import Delivery, Webhook
 
-from riskapi import models
+import models
+from jobs import queue as jobs_queue
+from jobs.relay import Relay
+from models import utcnow
+from models.webhooks import Delivery, Webhook
 from tests.receiver import Reply
 from tests.support import items, make_webhook
 from tests.webhook_support import deliveries, settled, wait_until

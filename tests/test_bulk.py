@@ -1,12 +1,12 @@
-"""riskapi.bulk: the database rules of bulk writes (numbers, references, existence, delete order) and the retrying transaction."""
+"""riskapi.services.risk_data_rules: the database rules of bulk writes (numbers, references, existence, delete order)."""
 
 import peewee
 import pytest
-from riskapi.models.risk_data import Address, Building, Driver, Premise, Vehicle
 
-from riskapi import bulk
-from riskapi.messages import message
-from riskapi.problems import ApiError, ValidationFailed
+from models.risk_data import Address, Building, Driver, Premise, Vehicle
+from riskapi.exceptions import ApiError, ValidationFailed
+from riskapi.services import risk_data_rules as bulk
+from riskapi.services.messages import message
 
 
 def body(kind: str, *datas, **extra) -> dict:
@@ -54,7 +54,7 @@ def test_numbers_taken_in_the_profile_or_twice_in_the_request_are_errors(profile
 
 def test_a_number_of_another_profile_is_free(profile):
     """Numbers are unique per risk profile only."""
-    from riskapi.models.tenancy import Risk
+    from models.tenancy import Risk
 
     other = Risk.create(agency=profile.agency_id, type="commercial", name="Other")
     Vehicle.create(risk=other.id, number=1)

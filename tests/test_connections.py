@@ -3,8 +3,9 @@
 import socket
 
 import pytest
-from riskapi.jobs import connections
-from riskapi.jobs.connections import Key, Pool
+
+from jobs import connections
+from jobs.connections import Key, Pool
 
 KEY = Key("hooks.example.com", 443, None, False)
 FRESH = 1e12  # an opening time (monotonic) ahead of now: never too old, however long the suite runs

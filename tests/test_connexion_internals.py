@@ -1,4 +1,4 @@
-"""What riskapi.connexion_internals relies on in Connexion's private internals: an upgrade that changes it fails here."""
+"""What riskapi.api.connexion_internals relies on in Connexion's private internals: an upgrade that changes it fails here."""
 
 import asyncio
 import threading
@@ -8,7 +8,7 @@ import connexion
 import httpx
 from a2wsgi import WSGIMiddleware
 
-from riskapi.connexion_internals import run_flask_in_threads
+from riskapi.api.connexion_internals import run_flask_in_threads
 
 
 def _app_with_a_blocking_route(gate: threading.Event, inside: list) -> connexion.FlaskApp:
@@ -58,7 +58,7 @@ def test_the_pool_set_serves_every_flask_request_with_at_most_that_many_at_once(
 
 
 def test_a2wsgi_submits_each_request_with_its_environ_first_to_the_executor_given():
-    """riskapi.turns orders requests by the environ that a2wsgi passes as the first argument of each call."""
+    """riskapi.api.handler_threads orders requests by the environ that a2wsgi passes as the first argument of each call."""
     from concurrent.futures import ThreadPoolExecutor
 
     seen = []

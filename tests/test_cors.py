@@ -15,7 +15,7 @@ REQUEST_HEADERS = "authorization, content-type, accept, precognition, precogniti
 @pytest.fixture(scope="module")
 def cors_client(server, settings):
     """A second app, on the same database, with CORS for ORIGIN."""
-    from riskapi.app import create_app
+    from riskapi.api.app import create_app
 
     app = create_app(dataclasses.replace(settings, cors_origins=(ORIGIN, "http://localhost:8080")))
     with ServerThread(app, free_port()) as running:

@@ -24,7 +24,7 @@ pytestmark = [
 
 def terminate_backends() -> int:
     """Cut every other connection to the test database, as a restart or failover would."""
-    from riskapi import models
+    import models
 
     cursor = models.db.execute_sql(
         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
@@ -34,7 +34,7 @@ def terminate_backends() -> int:
 
 
 def test_cut_connections_are_replaced_without_an_error(server, tenant):
-    from riskapi import models
+    import models
 
     def call(i):
         with httpx.Client(base_url=server.url + "/api/v1", timeout=30) as http:
@@ -117,7 +117,7 @@ def test_database_down_answers_503_then_recovers(server, settings, tmp_path):
     database = settings.database_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
     assert database != settings.database_url
     env = dict(os.environ, DATABASE_URL=database, RISKAPI_VALIDATE_RESPONSES="1")
-    command = [sys.executable, "-m", "uvicorn", "riskapi.app:asgi", "--factory", "--port", str(port)]
+    command = [sys.executable, "-m", "uvicorn", "riskapi.api.app:asgi", "--factory", "--port", str(port)]
     log = tmp_path / "api.log"
     api = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
     try:

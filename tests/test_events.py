@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from riskapi.jobs import outbox
-from riskapi.models.webhooks import Delivery, Event
 
-from riskapi import models
+import models
+from models.webhooks import Delivery, Event
+from riskapi.webhooks import outbox
 from tests.support import items, make_webhook
 
 
@@ -20,7 +20,7 @@ def log(client, tenant, hook, **params) -> list[dict]:
 
 def bodies(hook_uuid: str) -> list[dict]:
     """The delivered bodies of a webhook's deliveries, oldest first."""
-    from riskapi.models.webhooks import Webhook
+    from models.webhooks import Webhook
 
     with models.db.connection_context():
         query = (
@@ -224,8 +224,8 @@ def test_record_writes_in_bulk_for_a_thousand_objects(client, tenant):
 
 
 def test_event_types_list_every_event_with_its_payload_schema_from_the_spec(client, tenant):
-    from riskapi import spec
-    from riskapi.validation import SchemaValidator
+    import spec
+    from riskapi.services.schema_validation import SchemaValidator
 
     response = client.get("/event-types", headers=tenant.headers)
     assert response.status_code == 200, response.text

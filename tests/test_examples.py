@@ -2,7 +2,7 @@
 
 Each operation has a request example (when it takes a body), an example of its
 success response and one of its 422. All are checked with the validator the app
-itself uses (`riskapi.validation.SchemaValidator`) against the spec's resolved
+itself uses (`riskapi.services.schema_validation.SchemaValidator`) against the spec's resolved
 schemas. Then the examples are replayed in the order of a story (create, list,
 update, delete; subscribe, ping, redeliver) against the running app for a fresh
 tenant: every request example must get exactly its documented response, up to
@@ -15,8 +15,8 @@ import re
 
 import pytest
 
-from riskapi import spec
-from riskapi.validation import SchemaValidator
+import spec
+from riskapi.services.schema_validation import SchemaValidator
 
 METHODS = ("get", "put", "post", "patch", "delete")
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

@@ -4,8 +4,8 @@ import dataclasses
 
 import httpx
 
-from riskapi import models
-from riskapi.app import create_app
+import models
+from riskapi.api.app import create_app
 from tests.support import ServerThread, free_port
 
 

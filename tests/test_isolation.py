@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from riskapi import models
+import models
 from tests.receiver import Receiver, Reply
 from tests.support import items, make_tenant, webhook_items
 from tests.webhook_support import wait_until
@@ -37,8 +37,8 @@ def subscribe(client, tenant, urls: list[str]) -> list[dict]:
 
 def taken_in(agency_id: int) -> int:
     """Count the agency's pending deliveries that a worker has claimed or already attempted."""
-    from riskapi.models.webhooks import PENDING as WAITING
-    from riskapi.models.webhooks import Delivery, Webhook
+    from models.webhooks import PENDING as WAITING
+    from models.webhooks import Delivery, Webhook
 
     with models.db.connection_context():
         query = (
@@ -54,8 +54,8 @@ def taken_in(agency_id: int) -> int:
 
 
 def pending(agency_id: int) -> int:
-    from riskapi.models.webhooks import PENDING as WAITING
-    from riskapi.models.webhooks import Delivery, Webhook
+    from models.webhooks import PENDING as WAITING
+    from models.webhooks import Delivery, Webhook
 
     with models.db.connection_context():
         return Delivery.select().join(Webhook).where((Webhook.agency == agency_id) & (Delivery.status == WAITING)).count()

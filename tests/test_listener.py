@@ -1,4 +1,4 @@
-"""Tests for riskapi.listener: `serve --workers N` spreads connections over its API processes and keeps them running."""
+"""Tests for riskapi.process.sockets: `serve --workers N` spreads connections over its API processes and keeps them running."""
 
 import os
 import signal
@@ -10,7 +10,7 @@ import httpx
 import psutil
 import pytest
 
-from riskapi.listener import reuse_port_socket
+from riskapi.process.sockets import reuse_port_socket
 from tests.support import answers, free_port, wait_until
 
 
@@ -19,7 +19,7 @@ def serve(tmp_path):
     """Start `riskapi serve --workers 2 --no-worker` on SQLite; yield (process, port); stop it whatever happens."""
     port = free_port()
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/listener.db", RISKAPI_RATE_LIMIT="0")
-    argv = [sys.executable, "-m", "riskapi.cli", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
+    argv = [sys.executable, "-m", "riskapi", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
     process = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
     try:
         assert wait_until(lambda: len(api_processes(process)) == 2 and answers(f"http://127.0.0.1:{port}/api/v1"), timeout=60)
@@ -36,7 +36,7 @@ def serve(tmp_path):
 
 def api_processes(serve: subprocess.Popen) -> list[psutil.Process]:
     try:
-        return [child for child in psutil.Process(serve.pid).children() if "riskapi.listener" in " ".join(child.cmdline())]
+        return [child for child in psutil.Process(serve.pid).children() if "riskapi.process.sockets" in " ".join(child.cmdline())]
     except psutil.Error:
         return []
 
@@ -81,7 +81,7 @@ def test_a_port_in_use_stops_serve_at_once(tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/taken.db")
-        argv = [sys.executable, "-m", "riskapi.cli", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
+        argv = [sys.executable, "-m", "riskapi", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
         run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
     assert run.returncode != 0 and "Address already in use" in run.stderr
 

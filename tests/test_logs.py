@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from riskapi import logs
+from riskapi.observability import logs
 from tests.support import items
 from tests.webhook_support import wait_until
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from riskapi.jobs.signing import generate_secret
 
-from riskapi.server import stop_process_group
+from riskapi.process.serve import stop_process_group
+from riskapi.webhooks.signing import generate_secret
 from tests.support import answers, free_port
 from tests.webhook_support import wait_until
 
@@ -111,7 +111,7 @@ def scratch(tmp_path):
 
 def riskapi(url: str, *args, check=True) -> subprocess.CompletedProcess:
     env = {**os.environ, "DATABASE_URL": url}
-    return subprocess.run([sys.executable, "-m", "riskapi.cli", *args], env=env, capture_output=True, text=True, check=check)
+    return subprocess.run([sys.executable, "-m", "riskapi", *args], env=env, capture_output=True, text=True, check=check)
 
 
 def lines(process) -> list:
@@ -214,8 +214,8 @@ def test_fresh_old_and_model_schemas_are_one_schema(scratch):
 
 FAILING = """
 import sys, types
-from riskapi.models import migrations
-from riskapi import cli
+from models import migrations
+from riskapi.process import cli
 
 def up(migrator, database):
     import peewee
@@ -265,7 +265,7 @@ def _serving(url: str):
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env["DATABASE_URL"] = url
     port = free_port()
-    command = [sys.executable, "-m", "riskapi.cli", "serve", "--no-worker", "--port", str(port)]
+    command = [sys.executable, "-m", "riskapi", "serve", "--no-worker", "--port", str(port)]
     serve = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}/api/v1"
     try:

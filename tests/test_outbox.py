@@ -1,14 +1,14 @@
-"""riskapi.jobs.outbox: events and deliveries written in the caller's transaction, for the subscribed active webhooks only."""
+"""riskapi.webhooks.outbox: events and deliveries written in the caller's transaction, for the subscribed active webhooks only."""
 
 import datetime
 import json
 import uuid
 
 import pytest
-from riskapi.jobs import outbox
-from riskapi.models.webhooks import PENDING, PING, Delivery, Event, Webhook, pack_events
 
-from riskapi import models
+import models
+from models.webhooks import PENDING, PING, Delivery, Event, Webhook, pack_events
+from riskapi.webhooks import outbox
 from tests.support import make_tenant
 
 

@@ -5,9 +5,9 @@ import uuid
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from riskapi.jobs.pacing import Pacer
-from riskapi.models.webhooks import Attempt, Delivery, Webhook
 
+from jobs.pacing import Pacer
+from models.webhooks import Attempt, Delivery, Webhook
 from tests.support import items, make_webhook
 from tests.webhook_support import wait_until
 

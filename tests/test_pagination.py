@@ -4,11 +4,11 @@ import base64
 
 import httpx
 import pytest
-from riskapi.models.risk_data import Driver
 
-from riskapi.pagination import Paginator, envelope
-from riskapi.problems import ValidationFailed
-from riskapi.query import ListSpec
+from models.risk_data import Driver
+from riskapi.exceptions import ValidationFailed
+from riskapi.services.list_query import ListSpec
+from riskapi.services.pagination import Paginator, envelope
 from tests.support import items
 
 
@@ -132,7 +132,7 @@ def test_per_page_bounds(client, tenant, value, message):
     assert response.json()["message"] == {"per_page": [message]}
 
 
-# ---- riskapi.pagination, called directly ------------------------------------------------------------
+# ---- riskapi.services.pagination, called directly ------------------------------------------------------------
 
 SECRET = b"cursor-secret"
 

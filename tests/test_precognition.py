@@ -73,10 +73,9 @@ def test_every_response_varies_on_precognition(client, tenant):
 
 def _counts() -> tuple:
     """Count every row a write could leave behind."""
-    from riskapi.models.risk_data import Address, Driver
-    from riskapi.models.webhooks import Delivery, Event, Webhook
-
-    from riskapi import models
+    import models
+    from models.risk_data import Address, Driver
+    from models.webhooks import Delivery, Event, Webhook
 
     with models.db.connection_context():
         return tuple(model.select().count() for model in (Driver, Address, Webhook, Event, Delivery))

@@ -5,12 +5,13 @@ import time
 
 import pytest
 import redis
-from riskapi.jobs import claims, outbox, transport
-from riskapi.jobs.inflight import Engine, _Item
-from riskapi.models import utcnow
-from riskapi.models.webhooks import PENDING, SUCCEEDED, Attempt, Delivery, Webhook, pack_events
 
-from riskapi import models
+import models
+from jobs import claims, transport
+from jobs.inflight import Engine, _Item
+from models import utcnow
+from models.webhooks import PENDING, SUCCEEDED, Attempt, Delivery, Webhook, pack_events
+from riskapi.webhooks import outbox
 
 
 @pytest.fixture
@@ -73,7 +74,7 @@ def test_a_written_outcome_is_no_longer_renewed(engine, claimed):
 
 
 def test_outcomes_waiting_together_are_written_in_one_go_with_their_retries(engine, claim, redis_url, queue_name):
-    from riskapi.jobs import queue as jobs_queue
+    from jobs import queue as jobs_queue
 
     (ok, webhook), (failing, _), (late, _) = claim(3)
     results = [transport.Result(200, None, 3), transport.Result(500, None, 3), transport.Result(204, None, 3)]

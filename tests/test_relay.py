@@ -8,14 +8,14 @@ import pytest
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from riskapi.jobs import outbox
-from riskapi.jobs import queue as jobs_queue
-from riskapi.jobs.relay import Relay
-from riskapi.models import utcnow
-from riskapi.models.webhooks import FAILED, Delivery, Webhook, pack_events
 from rq.job import JobStatus
 
-from riskapi import models
+import models
+from jobs import queue as jobs_queue
+from jobs.relay import Relay
+from models import utcnow
+from models.webhooks import FAILED, Delivery, Webhook, pack_events
+from riskapi.webhooks import outbox
 from tests.support import free_port, wait_until
 
 

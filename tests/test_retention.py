@@ -4,13 +4,14 @@ import datetime
 import uuid
 
 import redis
-from riskapi.jobs import outbox, retention
-from riskapi.jobs import queue as jobs_queue
-from riskapi.models import utcnow
-from riskapi.models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Event
 from rq import SimpleWorker
 
-from riskapi import models
+import models
+from jobs import queue as jobs_queue
+from jobs import retention
+from models import utcnow
+from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Event
+from riskapi.webhooks import outbox
 from tests.support import make_webhook
 
 

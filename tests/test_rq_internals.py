@@ -6,16 +6,17 @@ import time
 
 import pytest
 import redis
-from riskapi.jobs.rq_internals import (
+from rq import Queue
+from rq.scheduler import RQScheduler
+from rq.worker import WorkerStatus
+
+from jobs.rq_internals import (
     HookedWorker,
     forget_scheduler_process,
     install_scheduler_signal_handlers,
     scheduler_process,
     scheduler_stop_requested,
 )
-from rq import Queue
-from rq.scheduler import RQScheduler
-from rq.worker import WorkerStatus
 
 
 @pytest.fixture

@@ -9,7 +9,10 @@ import hmac
 import re
 
 import pytest
-from riskapi.jobs.signing import (
+from standardwebhooks import Webhook, WebhookVerificationError
+
+from jobs.transport import post
+from riskapi.webhooks.signing import (
     SECRET_PREFIX,
     generate_secret,
     sign,
@@ -19,9 +22,6 @@ from riskapi.jobs.signing import (
     standard_signatures,
     verify,
 )
-from riskapi.jobs.transport import post
-from standardwebhooks import Webhook, WebhookVerificationError
-
 from tests.receiver import Receiver
 
 BODY = b'{"event":"risk.updated","id":42}'

@@ -22,12 +22,12 @@ import time
 
 import pytest
 import standardwebhooks.webhooks
-from riskapi.jobs.signing import SECRET_PREFIX, sign_standard, standard_secret, verify
-from riskapi.models.webhooks import Webhook as WebhookRow
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from riskapi import models
+import models
+from models.webhooks import Webhook as WebhookRow
 from riskapi.config import Settings
+from riskapi.webhooks.signing import SECRET_PREFIX, sign_standard, standard_secret, verify
 from tests.receiver import Reply
 from tests.support import make_webhook
 from tests.webhook_support import ROOT, add_driver, deliveries, wait_until
@@ -350,7 +350,7 @@ def test_upgrade_adds_the_rotation_columns_to_an_existing_database(tmp_path):
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{path}", "PYTHONPATH": str(ROOT)}
 
     def cli(*args) -> dict:
-        done = subprocess.run([sys.executable, "-m", "riskapi.cli", *args], env=env, capture_output=True, check=True, cwd=ROOT)
+        done = subprocess.run([sys.executable, "-m", "riskapi", *args], env=env, capture_output=True, check=True, cwd=ROOT)
         return json.loads(done.stdout)
 
     cli("db", "upgrade")

@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from riskapi import auth, cli
+from riskapi.api import auth
+from riskapi.process import cli
 from tests.webhook_support import wait_until
 
 
@@ -45,7 +46,7 @@ def test_a_revoked_token_answers_401_within_the_cache_bound(client, tenant, caps
 
 
 def test_an_ambiguous_prefix_is_refused(tenant, capsys):
-    from riskapi.models.tenancy import Token
+    from models.tenancy import Token
 
     twin = Token.get(Token.digest == Token.hash(tenant.token))
     Token.update(prefix=twin.prefix).where(Token.id != twin.id).where(Token.agency == twin.agency).execute()

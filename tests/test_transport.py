@@ -8,8 +8,8 @@ import socket
 import time
 
 import pytest
-from riskapi.jobs.transport import MAX_RESPONSE_BYTES, Result, is_allowed_address, post
 
+from jobs.transport import MAX_RESPONSE_BYTES, Result, is_allowed_address, post
 from tests.receiver import Receiver, Reply
 
 BODY = b'{"event":"risk.updated","score":0.73}'
@@ -332,7 +332,7 @@ def test_caller_bugs_raise():
 
 
 def test_retry_after_in_seconds_or_as_an_http_date():
-    from riskapi.jobs.transport import parse_retry_after
+    from jobs.transport import parse_retry_after
 
     now = 1_800_000_000.0
     assert parse_retry_after("120", now) == 120.0
@@ -386,7 +386,7 @@ def test_a_connection_the_receiver_closed_while_idle_is_not_used(kept):
 def test_a_connection_closed_as_it_is_taken_is_replaced_without_losing_the_attempt(kept, monkeypatch):
     """The receiver closing the kept connection between the idle check and the send: sent once, on a new one."""
     assert deliver(kept).ok
-    monkeypatch.setattr("riskapi.jobs.connections._quiet", lambda sock: True)  # the check saw it still open
+    monkeypatch.setattr("jobs.connections._quiet", lambda sock: True)  # the check saw it still open
     kept.close_connections()
     result = deliver(kept)
     assert (result.status, result.error) == (200, None)
@@ -395,7 +395,7 @@ def test_a_connection_closed_as_it_is_taken_is_replaced_without_losing_the_attem
 
 def test_a_connection_idle_too_long_is_not_used(kept, monkeypatch):
     """Past connections.IDLE the receiver may be closing it: a new connection is opened."""
-    monkeypatch.setattr("riskapi.jobs.connections.IDLE", 0.0)
+    monkeypatch.setattr("jobs.connections.IDLE", 0.0)
     assert deliver(kept).ok and deliver(kept).ok
     assert kept.connections == 2
 

@@ -1,11 +1,11 @@
-"""Tests for riskapi.turns: reads go first, writes wait at most the write delay, and calls behave as in a thread pool."""
+"""riskapi.api.handler_threads: reads go first, writes wait at most the write delay, calls behave as in a thread pool."""
 
 import threading
 import time
 
 import pytest
 
-from riskapi.turns import Turns
+from riskapi.api.handler_threads import Turns
 
 
 def environ(method: str, **headers) -> dict:

@@ -1,12 +1,12 @@
-"""riskapi.validation: JSON Schema errors become Laravel's messages, keyed by dotted path."""
+"""riskapi.services.schema_validation: JSON Schema errors become Laravel's messages, keyed by dotted path."""
 
 import datetime
 
 import pytest
 
-from riskapi import spec
-from riskapi.problems import ValidationFailed
-from riskapi.validation import SchemaValidator, attribute, check, parse_date
+import spec
+from riskapi.exceptions import ValidationFailed
+from riskapi.services.schema_validation import SchemaValidator, attribute, check, parse_date
 
 PERSON = {
     "type": "object",

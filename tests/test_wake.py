@@ -6,7 +6,7 @@ import uuid
 import httpx
 import redis
 
-from riskapi import wake
+from riskapi.webhooks import wakeups as wake
 from tests.support import items, make_webhook
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import http.client
 
 import pytest
-from riskapi.jobs.transport import post, prepare
-from riskapi.jobs.webhook_urls import normalise, url_problem
 
+from jobs.transport import post, prepare
+from riskapi.webhooks.urls import normalise, url_problem
 from tests.support import make_webhook, webhook_items
 
 HOOK = {"type": "custom", "events": ["driver.created"]}

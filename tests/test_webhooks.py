@@ -6,8 +6,8 @@ import base64
 import datetime
 
 import pytest
-from riskapi.jobs.webhook_urls import url_problem
 
+from riskapi.webhooks.urls import url_problem
 from tests.support import make_tenant, make_webhook, webhook_items
 
 

@@ -21,12 +21,12 @@ import peewee
 import psutil
 import pytest
 import redis
-from riskapi.jobs import delivery, transport
-from riskapi.jobs.relay import Relay
-from riskapi.jobs.signing import verify
 
-from riskapi import models
-from riskapi.server import stop_process_group
+import models
+from jobs import delivery, transport
+from jobs.relay import Relay
+from riskapi.process.serve import stop_process_group
+from riskapi.webhooks.signing import verify
 from tests.support import free_port, items, make_webhook
 from tests.webhook_support import (
     ROOT,
@@ -57,7 +57,7 @@ def assert_signed(receiver, secret: str) -> None:
 
 
 def all_succeeded(hook_uuid: str) -> bool:
-    from riskapi.models.webhooks import SUCCEEDED, Delivery, Webhook
+    from models.webhooks import SUCCEEDED, Delivery, Webhook
 
     with models.db.connection_context():
         query = Delivery.select().join(Webhook).where((Webhook.uuid == hook_uuid) & (Delivery.status != SUCCEEDED))
@@ -126,7 +126,7 @@ def _worker_child(serve_pid: int) -> int | None:
             command = psutil.Process(pid).cmdline()
         except psutil.Error:
             continue
-        if "riskapi.cli" in command and "worker" in command:
+        if "riskapi.process.cli" in command and "worker" in command:
             return pid
     return None
 
@@ -156,7 +156,7 @@ def test_serve_starts_a_killed_worker_again_and_every_delivery_arrives(tmp_path,
     )
 
     def cli(*args):
-        out = subprocess.run([sys.executable, "-m", "riskapi.cli", *args], env=env, cwd=ROOT, capture_output=True, check=True)
+        out = subprocess.run([sys.executable, "-m", "riskapi", *args], env=env, cwd=ROOT, capture_output=True, check=True)
         return json.loads(out.stdout)
 
     agency = cli("agency", "create", "--name", "Supervised")
@@ -166,7 +166,7 @@ def test_serve_starts_a_killed_worker_again_and_every_delivery_arrives(tmp_path,
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
         serve = subprocess.Popen(
-            [sys.executable, "-m", "riskapi.cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "riskapi", "serve", "--port", str(port)],
             env=env,
             cwd=ROOT,
             stdout=out,
@@ -227,7 +227,7 @@ def test_serve_starts_a_killed_worker_again_and_every_delivery_arrives(tmp_path,
 
 def test_a_delivery_attempt_outlives_its_database_connection_being_cut(server, client, tenant, receiver, monkeypatch):
     # No worker: the attempt runs here, in this thread.
-    from riskapi.models.webhooks import Attempt, Delivery, Webhook
+    from models.webhooks import Attempt, Delivery, Webhook
 
     hook = make_webhook(client, tenant, url=receiver.url)
     client.post(tenant.url("/drivers"), json=items("driver", {}), headers=tenant.headers)
@@ -271,7 +271,7 @@ def test_the_relay_backs_off_and_reports_each_outage_once(server, settings, capl
 
     monkeypatch.setattr(relay, "relay_pending", relay_pending)
     monkeypatch.setattr(relay, "rescue", lambda: 0)
-    monkeypatch.setattr("riskapi.jobs.retention.offer", lambda *args: False)  # its Redis is scripted above, not real
+    monkeypatch.setattr("jobs.retention.offer", lambda *args: False)  # its Redis is scripted above, not real
     stop = threading.Event()
     thread = threading.Thread(target=relay.run, args=(stop,), daemon=True)
     with caplog.at_level(logging.WARNING, logger="riskapi.relay"):

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import psutil
 import redis
-from riskapi.jobs.broker import EmbeddedRedis
 
-from riskapi import models
-from riskapi.server import stop_process_group
+import models
+from jobs.broker import EmbeddedRedis
+from riskapi.process.serve import stop_process_group
 from tests.support import items, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,7 +100,7 @@ class WorkerProcess:
         """Start the worker and wait until RQ lists it."""
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "riskapi.cli", "worker"],
+                [sys.executable, "-m", "riskapi", "worker"],
                 cwd=ROOT,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
@@ -208,7 +208,7 @@ def children(pid: int) -> list[int]:
 
 def delivery_uuids(webhook_uuid: str) -> set[str]:
     """Return the uuids of every delivery of a webhook, from the database the tests share."""
-    from riskapi.models.webhooks import Delivery, Webhook
+    from models.webhooks import Delivery, Webhook
 
     with models.db.connection_context():
         query = Delivery.select(Delivery.uuid).join(Webhook).where(Webhook.uuid == webhook_uuid)

@@ -51,8 +51,8 @@ def serve_and_use() -> int:
     # Webhooks deliver to https://localhost here (nothing is delivered: no worker runs).
     os.environ["RISKAPI_WEBHOOK_ALLOW_PRIVATE"] = "1"
     sys.path.insert(0, str(ROOT))
-    from riskapi import models
-    from riskapi.app import create_app
+    import models
+    from riskapi.api.app import create_app
     from riskapi.config import Settings
     from tests.conftest import ServerThread, free_port, make_tenant, reset_database
 

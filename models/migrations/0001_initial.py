@@ -7,7 +7,8 @@ adds the missing nullable columns. Python-side defaults are left out: they are n
 """
 
 import peewee
-from riskapi.models.migrations import add_missing_columns
+
+from models.migrations import add_missing_columns
 
 
 class Frozen(peewee.Model):

@@ -5,7 +5,8 @@ version table may have added them already: only what is missing is added.
 """
 
 import peewee
-from riskapi.models.migrations import add_missing_columns
+
+from models.migrations import add_missing_columns
 
 
 def up(migrator, database):

@@ -22,7 +22,8 @@ import types
 
 import peewee
 from playhouse.migrate import SchemaMigrator, make_index_name
-from riskapi.models import BaseModel, db, utcnow
+
+from models import BaseModel, db, utcnow
 
 NAME = re.compile(r"^\d{4}_\w+$")
 LOCK_KEY = 0x7269736B617069  # "riskapi": one advisory lock for every host upgrading one PostgreSQL database

@@ -44,8 +44,8 @@ class Backlog:
         self.redis_url, self.queue = redis_url, queue
 
     def collect(self):
-        from riskapi.models import live_connection, utcnow
-        from riskapi.models.webhooks import PENDING, Delivery
+        from models import live_connection, utcnow
+        from models.webhooks import PENDING, Delivery
 
         lag = GaugeMetricFamily("riskapi_outbox_lag_seconds", "Age of the oldest delivery not yet handed to RQ (0: none).")
         try:

@@ -4,13 +4,15 @@ import uuid
 
 import peewee
 
-from riskapi import render, spec, writes
-from riskapi.messages import message
-from riskapi.models import utcnow
-from riskapi.models.risk_data import KINDS, Address, Building, Driver, Premise
-from riskapi.problems import ValidationFailed
-from riskapi.validation import compiled, parse_date
-from riskapi.writes import Errors, fail_if, transaction  # noqa: F401 (tests name them bulk.*)
+import spec
+from models import utcnow
+from models.risk_data import KINDS, Address, Building, Driver, Premise
+from riskapi.exceptions import ValidationFailed
+from riskapi.services import bulk_write as writes
+from riskapi.services import render
+from riskapi.services.bulk_write import Errors, fail_if, transaction  # noqa: F401 (tests name them bulk.*)
+from riskapi.services.messages import message
+from riskapi.services.schema_validation import compiled, parse_date
 
 # The spec's bound of numbers: PostgreSQL's integer, so that auto-numbering never overflows the column.
 MAX_NUMBER = spec.schema("Number")["maximum"]

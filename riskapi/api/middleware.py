@@ -6,8 +6,10 @@ from urllib.parse import parse_qsl, urlencode
 import orjson
 from starlette.datastructures import Headers, MutableHeaders
 
-from riskapi import messages, precognition, spec
-from riskapi.problems import ApiError, ValidationFailed
+import spec
+from riskapi.api import precognition
+from riskapi.exceptions import ApiError, ValidationFailed
+from riskapi.services import messages
 
 # What a POST may stand for, and where: the spec's overrideRiskData.
 _METHODS = set(spec.schema("MethodOverride")["enum"])
@@ -147,7 +149,7 @@ class RoutedOnlyMiddleware:
     async def __call__(self, scope, receive, send):
         routing = scope.get("extensions", {}).get("connexion_routing", {})
         if scope["type"] == "http" and not routing.get("operation_id"):
-            from riskapi.spec import allowed_methods
+            from spec import allowed_methods
 
             methods = allowed_methods(scope["path"])
             if methods and scope["method"] not in methods:

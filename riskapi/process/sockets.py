@@ -6,7 +6,7 @@ upstream pool) can all land on one process and stay there, leaving the others id
 GIL queues every request. With a socket per process the kernel spreads new connections over the
 processes by a hash of their addresses, whichever is awake. `serve` holds the port (bound, not
 listening: a socket that does not listen is given no connections) and supervises the processes
-(riskapi.server.Supervisor).
+(riskapi.process.serve.Supervisor).
 """
 
 import socket
@@ -15,7 +15,7 @@ import sys
 
 import uvicorn
 
-from riskapi.jobs.broker import die_with_parent
+from jobs.broker import die_with_parent
 
 # How long an API process may take over its requests in flight once asked to stop.
 GRACE = 10.0
@@ -38,7 +38,7 @@ def reuse_port_socket(host: str, port: int) -> socket.socket:
 
 def start(host: str, port: int, env: dict) -> subprocess.Popen:
     """Start one API process in a session of its own (serve stops it in order), dying with its parent."""
-    code = "import sys; from riskapi.listener import run; run(sys.argv[1], int(sys.argv[2]))"
+    code = "import sys; from riskapi.process.sockets import run; run(sys.argv[1], int(sys.argv[2]))"
     return subprocess.Popen(
         [sys.executable, "-c", code, host, str(port)],
         env=env,
@@ -52,5 +52,5 @@ def run(host: str, port: int) -> None:
     """Serve the API in this process on a socket of its own, until SIGTERM or SIGINT (then gracefully)."""
     sock = reuse_port_socket(host, port)
     sock.listen(BACKLOG)
-    config = uvicorn.Config("riskapi.app:asgi", factory=True, log_level="warning", access_log=False, backlog=BACKLOG)
+    config = uvicorn.Config("riskapi.api.app:asgi", factory=True, log_level="warning", access_log=False, backlog=BACKLOG)
     uvicorn.Server(config).run(sockets=[sock])

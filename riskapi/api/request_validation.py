@@ -8,11 +8,11 @@ from connexion.validators import AbstractRequestBodyValidator
 from connexion.validators.parameter import ParameterValidator
 from starlette.datastructures import Headers
 
-from riskapi import spec
-from riskapi.messages import message
-from riskapi.problems import ApiError, ValidationFailed
-from riskapi.spec import FILTER_PARAMETER
-from riskapi.validation import attribute, compiled
+import spec
+from riskapi.exceptions import ApiError, ValidationFailed
+from riskapi.services.messages import message
+from riskapi.services.schema_validation import attribute, compiled
+from spec import FILTER_PARAMETER
 
 # Any `filter[...]` key of a query string, the empty name included (to name it as not allowed).
 _ANY_FILTER = re.compile(r"^filter\[([^\[\]]*)\]$")

@@ -4,7 +4,8 @@ import argparse
 import json
 import sys
 
-from riskapi import models, spec
+import models
+import spec
 from riskapi.config import Settings, SettingsError
 
 
@@ -25,7 +26,7 @@ def cmd_db_upgrade(args, settings):
 
 def cmd_db_status(args, settings):
     """List every schema migration, applied (with when) or pending; changes nothing."""
-    from riskapi.models import migrations
+    from models import migrations
 
     models.bind(settings.database_url)
     for row in migrations.status():
@@ -38,7 +39,7 @@ def cmd_db_status(args, settings):
 
 def cmd_agency_create(args, settings):
     """Create an agency."""
-    from riskapi.models.tenancy import Agency
+    from models.tenancy import Agency
 
     _db(settings)
     limit = args.webhook_limit if args.webhook_limit is not None else settings.default_webhook_limit
@@ -49,7 +50,7 @@ def cmd_agency_create(args, settings):
 
 def cmd_token_create(args, settings):
     """Create an API token for an agency; it is shown once."""
-    from riskapi.models.tenancy import Token
+    from models.tenancy import Token
 
     _db(settings)
     with models.db.connection_context():
@@ -61,7 +62,7 @@ def cmd_token_create(args, settings):
 
 def cmd_token_list(args, settings):
     """List an agency's tokens by prefix, with when they were created, last used, expire or were revoked; never the token."""
-    from riskapi.models.tenancy import Token
+    from models.tenancy import Token
 
     _db(settings)
     with models.db.connection_context():
@@ -80,8 +81,8 @@ def cmd_token_list(args, settings):
 
 def cmd_token_revoke(args, settings):
     """Revoke a token, named by itself or by its prefix; it answers 401 on every host within 5 s."""
-    from riskapi.models import utcnow
-    from riskapi.models.tenancy import Token
+    from models import utcnow
+    from models.tenancy import Token
 
     _db(settings)
     with models.db.connection_context(), models.atomic():
@@ -96,7 +97,7 @@ def cmd_token_revoke(args, settings):
 
 
 def _when(moment) -> str | None:
-    from riskapi.render import timestamp
+    from models import timestamp
 
     return timestamp(moment) if moment else None
 
@@ -116,7 +117,7 @@ def _duration(text: str) -> float:
 
 def cmd_risk_create(args, settings):
     """Create a risk profile for an agency."""
-    from riskapi.models.tenancy import Risk
+    from models.tenancy import Risk
 
     _db(settings)
     with models.db.connection_context():
@@ -128,7 +129,7 @@ def cmd_risk_create(args, settings):
 def _agency(value: str):
     import uuid
 
-    from riskapi.models.tenancy import Agency
+    from models.tenancy import Agency
 
     try:
         uuid.UUID(value)
@@ -142,14 +143,14 @@ def _agency(value: str):
 
 def cmd_serve(args, settings):
     """Run the API, the outbox relay and a delivery worker with its scheduler (an embedded Redis when REDIS_URL is unset)."""
-    from riskapi import server
+    from riskapi.process import serve as server
 
     server.serve(settings, host=args.host, port=args.port, workers=args.workers, worker=not args.no_worker)
 
 
 def cmd_worker(args, settings):
     """Run the outbox relay and delivery workers (REDIS_URL required)."""
-    from riskapi import server
+    from riskapi.process import serve as server
 
     server.work(settings, burst=args.burst)
 
@@ -210,7 +211,7 @@ def main(argv=None) -> None:
             args.workers = Settings.read_env().int("RISKAPI_WORKERS", 1, minimum=1)
     except SettingsError as exc:
         sys.exit(f"riskapi: {exc}")
-    from riskapi.models.migrations import MigrationError
+    from models.migrations import MigrationError
 
     try:
         args.func(args, settings)

@@ -1,6 +1,6 @@
 """The one path of every bulk write: the body's schema errors, then the write's database rules, then one atomic write.
 
-A write (risk data's in riskapi.bulk, webhooks' in handlers.webhooks) has two steps:
+A write (risk data's in riskapi.services.risk_data_rules, webhooks' in handlers.webhooks) has two steps:
 `plan(body, errors)` records what breaks a rule and returns what to write; `apply(planned)` writes it
 and returns the response items. Both run again inside the transaction, so the checks see what they guard.
 """
@@ -9,9 +9,9 @@ from typing import Protocol
 
 import peewee
 
-from riskapi.messages import message
-from riskapi.models import atomic
-from riskapi.problems import ApiError, ValidationFailed
+from models import atomic
+from riskapi.exceptions import ApiError, ValidationFailed
+from riskapi.services.messages import message
 
 # PostgreSQL's deadlock_detected and serialization_failure: the transaction can simply run again.
 _RETRYABLE = {"40P01", "40001"}
@@ -95,7 +95,7 @@ def existing(listed, lookup, errors: Errors, missing: str) -> dict:
     """Map item indexes to what lookup finds for their uuid; report unknown and repeated uuids.
 
     listed is [(index, item)]; lookup(uuids) returns {lower-case uuid: found}; missing names the
-    message (riskapi.messages) of an unknown uuid.
+    message (riskapi.services.messages) of an unknown uuid.
     """
     wanted = [(i, item["uuid"]) for i, item in listed if isinstance(item.get("uuid"), str) and errors.clean(f"data.{i}.uuid")]
     known = lookup([value.lower() for _, value in wanted]) if wanted else {}

@@ -4,8 +4,8 @@ import threading
 
 import cachetools
 
-from riskapi.models import live_connection, utcnow
-from riskapi.models.tenancy import Token
+from models import live_connection, utcnow
+from models.tenancy import Token
 
 # A short in-process cache saves a query per request. It bounds how long a revoked token still
 # works on a host that saw it just before: TTL seconds, on every host (documented in the README).

@@ -5,10 +5,10 @@ import datetime
 import flask
 import peewee
 
-from riskapi import spec
-from riskapi.messages import message
-from riskapi.pagination import Key
-from riskapi.problems import ValidationFailed
+import spec
+from riskapi.exceptions import ValidationFailed
+from riskapi.services.messages import message
+from riskapi.services.pagination import Key
 
 
 def _contains(field, text: str):

@@ -12,7 +12,7 @@ import functools
 import flask
 from connexion.lifecycle import ConnexionResponse
 
-from riskapi import models
+import models
 
 _READS = {"GET", "HEAD", "OPTIONS"}
 

@@ -19,7 +19,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-log = logging.getLogger("riskapi.wake")
+log = logging.getLogger("riskapi.webhooks.wakeups")
 
 
 def key(queue: str) -> str:

@@ -8,8 +8,8 @@ import peewee
 from connexion.lifecycle import ConnexionResponse
 from starlette.exceptions import HTTPException
 
-from riskapi import precognition
-from riskapi.problems import ApiError, ValidationFailed
+from riskapi.api import precognition
+from riskapi.exceptions import ApiError, ValidationFailed
 
 log = logging.getLogger("riskapi")
 
@@ -26,7 +26,7 @@ def json_response(status: int, body, headers=None) -> ConnexionResponse:
 
 
 def validation_response(request, errors: dict, selectable: bool = True) -> ConnexionResponse:
-    """Answer 422 with the errors, or 204 when a dry-run's selected fields pass (riskapi.precognition)."""
+    """Answer 422 with the errors, or 204 when a dry-run's selected fields pass (riskapi.api.precognition)."""
     judged = precognition.judge(request.headers, errors, selectable)
     if judged is None:
         return precognition.passed_asgi()
@@ -42,7 +42,7 @@ def _on_validation(request, exc: ValidationFailed):
 def _on_api_error(request, exc: ApiError):
     headers = {}
     if exc.status == 405:
-        from riskapi.spec import allowed_methods
+        from spec import allowed_methods
 
         headers["Allow"] = ", ".join(allowed_methods(request.url.path))
     return json_response(exc.status, {"message": exc.message, "status": exc.status}, headers)
@@ -69,7 +69,7 @@ def _on_problem(request, exc):
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
     if status == 405:
-        from riskapi.spec import allowed_methods
+        from spec import allowed_methods
 
         headers["Allow"] = ", ".join(allowed_methods(request.url.path))
     return json_response(status, {"message": message, "status": status}, headers)

@@ -19,9 +19,10 @@ import time
 
 import uvicorn
 
-from riskapi import listener, models
+import models
+from jobs.broker import Backoff, EmbeddedRedis, die_with_parent
 from riskapi.config import Settings
-from riskapi.jobs.broker import Backoff, EmbeddedRedis, die_with_parent
+from riskapi.process import sockets as listener
 
 log = logging.getLogger("riskapi")
 
@@ -65,7 +66,7 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1, worker: bo
     supervisor.start()
     try:
         if held is None:
-            uvicorn.run("riskapi.app:asgi", factory=True, host=host, port=port, log_level="warning", access_log=False)
+            uvicorn.run("riskapi.api.app:asgi", factory=True, host=host, port=port, log_level="warning", access_log=False)
         else:
             while supervisor.thread.is_alive():
                 supervisor.thread.join(1.0)  # signals still reach this thread between joins
@@ -79,7 +80,7 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1, worker: bo
 
 def _greet(host: str, port: int) -> None:
     """Say where the API listens, and how to make a first tenant when there is none."""
-    from riskapi.models.tenancy import Agency
+    from models.tenancy import Agency
 
     base = f"http://{host}:{port}/api/v1"
     print(f"riskapi: serving {base} (docs: {base}/docs/, spec: {base}/openapi.yaml)", flush=True)
@@ -210,7 +211,7 @@ SERVE_WORKER_NICE = 10
 def _start_worker(env: dict) -> subprocess.Popen:
     """Start `riskapi worker` in a session of its own (a Ctrl-C in the terminal reaches only serve, which stops it in order)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "riskapi.cli", "worker"],
+        [sys.executable, "-m", "riskapi", "worker"],
         env=env,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
@@ -251,7 +252,7 @@ def _wait_for_group(group: int, timeout: float) -> None:
 
 def work(settings: Settings, burst: bool = False) -> None:
     """Run the outbox relay and a delivery worker (with RQ's scheduler) against REDIS_URL."""
-    from riskapi.jobs import broker, worker
+    from jobs import broker, worker
 
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     if not settings.redis_url:
@@ -261,7 +262,7 @@ def work(settings: Settings, burst: bool = False) -> None:
     models.bind(settings.database_url)
     models.upgrade()
     if settings.access_log:
-        from riskapi import logs
+        from riskapi.observability import logs
 
         logs.configure(settings.log_format, logging.getLogger("riskapi.attempts"))
     if settings.metrics and settings.metrics_port:
@@ -280,7 +281,7 @@ def _serve_worker_metrics(settings: Settings) -> None:
     import prometheus_client
     from prometheus_client import multiprocess
 
-    from riskapi import metrics
+    from riskapi.observability import metrics
 
     registry = prometheus_client.CollectorRegistry()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):

@@ -7,10 +7,9 @@ and the relay (jobs/relay.py) hands committed deliveries to RQ, whenever Redis i
 import uuid
 
 import orjson
-from riskapi.models import utcnow
-from riskapi.models.webhooks import PENDING, PING, Delivery, Event, Webhook
 
-from riskapi.render import timestamp
+from models import timestamp, utcnow
+from models.webhooks import PENDING, PING, Delivery, Event, Webhook
 
 _CHUNK = 500
 

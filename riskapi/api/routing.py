@@ -1,6 +1,6 @@
 """Resolve an operationId to the function that handles it, as the handlers name their arguments.
 
-Connexion hands over `<x-openapi-router-controller>.<operationId>` (`riskapi.handlers.risk_data.listDrivers`):
+Connexion hands over `<x-openapi-router-controller>.<operationId>` (`handlers.risk_data.listDrivers`):
 the camelCase operationId names the module's snake_case function (`list_drivers`). Connexion passes
 the token's subject as `user`; that subject is an agency id, so handlers take it as `agency_id`.
 Connexion reads a handler's arguments from its signature (after unwrapping `__wrapped__`), so the
@@ -12,8 +12,8 @@ import inspect
 
 from connexion.utils import get_function_from_name
 
-from riskapi import precognition
-from riskapi.spec import function_name
+from riskapi.api import precognition
+from spec import function_name
 
 
 def resolve(operation_id: str):

@@ -14,7 +14,8 @@ import uuid
 
 from starlette.datastructures import Headers, MutableHeaders
 
-from riskapi import metrics, spec
+import spec
+from riskapi.observability import metrics
 
 access = logging.getLogger("riskapi.access")
 

@@ -1,9 +1,9 @@
-"""The risk-data writes of the bulk-write path (riskapi.writes): bulk's rules and rows, their rendering, their events."""
+"""The risk-data writes of the bulk-write path (riskapi.services.bulk_write): rules and rows, rendering, events."""
 
-from riskapi import render
-from riskapi.bulk import apply_delete, apply_update, insert, plan_create, plan_delete, plan_update
-from riskapi.jobs import outbox
-from riskapi.writes import Errors
+from riskapi.services import render
+from riskapi.services.bulk_write import Errors
+from riskapi.services.risk_data_rules import apply_delete, apply_update, insert, plan_create, plan_delete, plan_update
+from riskapi.webhooks import outbox
 
 
 class Create:

@@ -1,4 +1,4 @@
-"""What a request can fail with, raised anywhere below the API; riskapi.errors maps each to its response."""
+"""What a request can fail with, raised anywhere below the API; riskapi.api.error_handlers maps each to its response."""
 
 
 class ApiError(Exception):

@@ -10,17 +10,21 @@ from connexion.middleware import MiddlewarePosition
 from connexion.validators import FormDataValidator, MultiPartFormDataValidator
 from starlette.middleware.cors import CORSMiddleware
 
-from riskapi import errors, logs, models, precognition, wake
+import models
+from riskapi.api import error_handlers as errors
+from riskapi.api import precognition
+from riskapi.api.connexion_internals import run_flask_in_threads
+from riskapi.api.docs import SpecMiddleware
+from riskapi.api.handler_threads import Turns
+from riskapi.api.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
+from riskapi.api.rate_limits import RateLimitMiddleware
+from riskapi.api.request_validation import BodyValidator, ParamValidator, URIParser
+from riskapi.api.routing import resolve
 from riskapi.config import SETTINGS_KEY, Settings, SettingsError
-from riskapi.connexion_internals import run_flask_in_threads
-from riskapi.docs import SpecMiddleware
-from riskapi.metrics import MetricsMiddleware
-from riskapi.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
-from riskapi.ratelimit import RateLimitMiddleware
-from riskapi.request_validators import BodyValidator, ParamValidator, URIParser
-from riskapi.resolver import resolve
-from riskapi.spec import SPEC_PATH
-from riskapi.turns import Turns
+from riskapi.observability import logs
+from riskapi.observability.metrics import MetricsMiddleware
+from riskapi.webhooks import wakeups as wake
+from spec import SPEC_PATH
 
 CORS_METHODS = ("GET", "POST", "PATCH", "DELETE")
 WRITES = frozenset({"POST", "PATCH", "PUT", "DELETE"})
@@ -130,7 +134,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
 
 @functools.lru_cache(maxsize=1)
 def asgi():
-    """Return the app built from the environment (for `uvicorn riskapi.app:asgi --factory`)."""
+    """Return the app built from the environment (for `uvicorn riskapi.api.app:asgi --factory`)."""
     try:
         settings = Settings.from_env()
     except SettingsError as exc:

@@ -10,8 +10,8 @@ import jsonschema_rs
 from jsonschema import Draft4Validator, FormatChecker, ValidationError
 from jsonschema.validators import extend
 
-from riskapi.messages import message
-from riskapi.problems import ValidationFailed
+from riskapi.exceptions import ValidationFailed
+from riskapi.services.messages import message
 
 _US_DATE = re.compile(r"^(\d{2})/(\d{2})/(\d{4})$")
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

@@ -11,8 +11,8 @@ import itsdangerous
 import orjson
 import peewee
 
-from riskapi.messages import message
-from riskapi.problems import ValidationFailed
+from riskapi.exceptions import ValidationFailed
+from riskapi.services.messages import message
 
 BAD_CURSOR = {"cursor": [message("bad_cursor", "cursor")]}
 

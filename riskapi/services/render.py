@@ -6,14 +6,8 @@ import uuid
 
 import peewee
 
-from riskapi import spec
-
-UTC = datetime.UTC
-
-
-def timestamp(value: datetime.datetime) -> str:
-    """Format a stored UTC time as ISO 8601 with a +00:00 suffix."""
-    return value.replace(tzinfo=UTC).isoformat()
+import spec
+from models import timestamp
 
 
 def value(stored):
@@ -144,7 +138,7 @@ def _embedded(model, name: str, rows: list[dict]) -> dict:
         key, wanted = target.id, [row[name] for row in rows]
     else:
         # The related object names the row (an address its driver).
-        from riskapi.models.risk_data import KINDS
+        from models.risk_data import KINDS
 
         target = KINDS[name]
         key = next(f for f in target._meta.refs if f.rel_model is model)

@@ -10,7 +10,7 @@ import functools
 import orjson
 import yaml
 
-from riskapi import spec
+import spec
 
 _INTERNAL = {"x-bearerInfoFunc", "x-openapi-router-controller"}
 _PATHS = {"/api/v1/openapi.json": "application/json", "/api/v1/openapi.yaml": "application/yaml"}

@@ -1,0 +1,7 @@
+"""`python -m riskapi`: the `riskapi` command line."""
+
+import sys
+
+from riskapi.process.cli import main
+
+sys.exit(main())

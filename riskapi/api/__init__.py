@@ -1,0 +1,1 @@
+"""The API's HTTP plumbing: the app factory, middleware, authentication, validation of requests, errors to responses."""

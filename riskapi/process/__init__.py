@@ -1,0 +1,1 @@
+"""The process entry points: the `riskapi` command line, `serve`'s supervisor and its listening sockets."""

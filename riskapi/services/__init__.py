@@ -1,0 +1,1 @@
+"""The rules behind the handlers: risk-data and webhook writes, lists (query, pagination, rendering), validation."""
