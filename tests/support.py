@@ -53,9 +53,7 @@ class ServerThread:
     """A uvicorn server running an app in a background thread."""
 
     def __init__(self, app, port: int):
-        self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-        )
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.url = f"http://127.0.0.1:{port}"
 
@@ -129,9 +127,7 @@ def webhook_items(*datas) -> dict:
     return {"data": [{"object": "webhook", "data": data} for data in datas]}
 
 
-def make_webhook(
-    client, tenant, url="https://hooks.example.com/in", events=("driver.created",), type_="custom", **extra
-) -> dict:
+def make_webhook(client, tenant, url="https://hooks.example.com/in", events=("driver.created",), type_="custom", **extra) -> dict:
     """Create one webhook through the API and return it."""
     body = webhook_items({"type": type_, "url": url, "events": list(events), **extra})
     response = client.post("/webhooks", json=body, headers=tenant.headers)

@@ -37,9 +37,9 @@ def test_vehicles_and_premises(client, tenant):
 
 
 def test_building_needs_a_premise_of_the_same_risk(client, tenant, other_tenant):
-    foreign = client.post(
-        other_tenant.url("/premises"), json=items("premise", {}), headers=other_tenant.headers
-    ).json()["data"][0]
+    foreign = client.post(other_tenant.url("/premises"), json=items("premise", {}), headers=other_tenant.headers).json()["data"][
+        0
+    ]
     response = client.post(
         tenant.url("/buildings"),
         json=items("building", {"number": "x"}, {"premise": foreign["uuid"]}, {"premise": "nope"}),
@@ -55,9 +55,9 @@ def test_building_needs_a_premise_of_the_same_risk(client, tenant, other_tenant)
 
 
 def test_building_include_premise(client, tenant):
-    premise = client.post(
-        tenant.url("/premises"), json=items("premise", {"city": "Reno"}), headers=tenant.headers
-    ).json()["data"][0]
+    premise = client.post(tenant.url("/premises"), json=items("premise", {"city": "Reno"}), headers=tenant.headers).json()[
+        "data"
+    ][0]
     created = client.post(
         tenant.url("/buildings"),
         params={"include": "premise"},

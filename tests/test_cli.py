@@ -12,9 +12,7 @@ from tests.support import ServerThread, answers, free_port
 
 def run(db_url, *args):
     env = {**os.environ, "DATABASE_URL": db_url}
-    out = subprocess.run(
-        [sys.executable, "-m", "riskapi", *args], env=env, capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-m", "riskapi", *args], env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
 
@@ -181,5 +179,3 @@ def test_sigterm_lets_an_in_flight_request_finish_and_takes_no_new_one(tmp_path)
         if serve.poll() is None:
             os.killpg(serve.pid, signal.SIGKILL)
             serve.wait()
-
-

@@ -56,12 +56,12 @@ def test_duplicate_number_is_refused_and_nothing_is_written(client, tenant):
 
 
 def test_vehicle_by_uuid_or_number_and_unknown_vehicle(client, tenant, other_tenant):
-    vehicle = client.post(
-        tenant.url("/vehicles"), json=items("vehicle", {"make": "Ford"}), headers=tenant.headers
-    ).json()["data"][0]
-    foreign = client.post(
-        other_tenant.url("/vehicles"), json=items("vehicle", {}), headers=other_tenant.headers
-    ).json()["data"][0]
+    vehicle = client.post(tenant.url("/vehicles"), json=items("vehicle", {"make": "Ford"}), headers=tenant.headers).json()[
+        "data"
+    ][0]
+    foreign = client.post(other_tenant.url("/vehicles"), json=items("vehicle", {}), headers=other_tenant.headers).json()["data"][
+        0
+    ]
     by_uuid, by_number = create(client, tenant, {"vehicle": vehicle["uuid"]}, {"vehicle": vehicle["data"]["number"]})
     assert by_uuid["relations"]["vehicle"] == vehicle["uuid"] == by_number["data"]["vehicle"]
     body = create(client, tenant, {"vehicle": foreign["uuid"]}, {"vehicle": 99}, expect=422)
@@ -108,9 +108,7 @@ def test_nested_address_errors_use_dotted_paths(client, tenant):
 
 
 def test_profile_type_must_match_the_risk_profile(client, tenant):
-    response = client.post(
-        tenant.url("/drivers"), json=items("driver", {}, profile_type="personal"), headers=tenant.headers
-    )
+    response = client.post(tenant.url("/drivers"), json=items("driver", {}, profile_type="personal"), headers=tenant.headers)
     assert response.status_code == 422
     assert response.json()["message"] == {"data.0.profile_type": ["The selected data.0.profile_type is invalid."]}
 
@@ -162,9 +160,9 @@ def test_filter_by_uuid_vehicle_and_timestamps(client, tenant):
     a, b, c = create(client, tenant, {"vehicle": vehicle["uuid"]}, {}, {})
     found = listing(client, tenant, **{"filter[uuid]": f"{a['uuid']},{c['uuid'].upper()}"})["data"]
     assert [d["uuid"] for d in found] == [a["uuid"], c["uuid"]]
-    assert [
-        d["uuid"] for d in listing(client, tenant, **{"filter[vehicle]": str(vehicle["data"]["number"])})["data"]
-    ] == [a["uuid"]]
+    assert [d["uuid"] for d in listing(client, tenant, **{"filter[vehicle]": str(vehicle["data"]["number"])})["data"]] == [
+        a["uuid"]
+    ]
     today = a["meta"]["created"][:10]
     assert len(listing(client, tenant, **{"filter[created]": f"{today},{today}"})["data"]) == 3
     assert listing(client, tenant, **{"filter[created]": "2000-01-01,2000-12-31"})["data"] == []
@@ -173,13 +171,9 @@ def test_filter_by_uuid_vehicle_and_timestamps(client, tenant):
 
 def test_sorts_with_nulls_first_ascending(client, tenant):
     create(client, tenant, {"last_name": "b"}, {"last_name": None}, {"last_name": "a"}, {"last_name": None})
-    ascending = [
-        (d["data"]["last_name"], d["data"]["number"]) for d in listing(client, tenant, sort="last_name")["data"]
-    ]
+    ascending = [(d["data"]["last_name"], d["data"]["number"]) for d in listing(client, tenant, sort="last_name")["data"]]
     assert ascending == [(None, 2), (None, 4), ("a", 3), ("b", 1)]
-    descending = [
-        (d["data"]["last_name"], d["data"]["number"]) for d in listing(client, tenant, sort="-last_name")["data"]
-    ]
+    descending = [(d["data"]["last_name"], d["data"]["number"]) for d in listing(client, tenant, sort="-last_name")["data"]]
     assert descending == [("b", 1), ("a", 3), (None, 2), (None, 4)]
     assert [d["data"]["number"] for d in listing(client, tenant, sort="-number")["data"]] == [4, 3, 2, 1]
 
@@ -193,12 +187,8 @@ def test_unknown_filter_sort_include_name_the_allowed_ones(client, tenant):
     assert response.status_code == 422
     message = response.json()["message"]
     assert message["include"] == ["Requested include(s) `vehicle` are not allowed. Allowed include(s) are `address`."]
-    assert message["sort"][0].startswith(
-        "Requested sort(s) `nope` is not allowed. Allowed sort(s) are `number, employee_number,"
-    )
-    assert message["filter"][0].startswith(
-        "Requested filter(s) `nope` are not allowed. Allowed filter(s) are `uuid, search,"
-    )
+    assert message["sort"][0].startswith("Requested sort(s) `nope` is not allowed. Allowed sort(s) are `number, employee_number,")
+    assert message["filter"][0].startswith("Requested filter(s) `nope` are not allowed. Allowed filter(s) are `uuid, search,")
 
 
 def test_bad_filter_values(client, tenant):

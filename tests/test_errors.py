@@ -40,9 +40,7 @@ def test_non_json_body_is_415(client, tenant):
 
 @pytest.mark.parametrize("raw", [b"{", b"\xff\xfe{}", b'{"data": "\\ud800"}', b"[1, 2"])
 def test_malformed_json_is_400(client, tenant, raw):
-    response = client.post(
-        tenant.url("/drivers"), content=raw, headers={**tenant.headers, "Content-Type": "application/json"}
-    )
+    response = client.post(tenant.url("/drivers"), content=raw, headers={**tenant.headers, "Content-Type": "application/json"})
     assert response.status_code == 400
     assert response.json()["status"] == 400
 
@@ -94,9 +92,7 @@ def test_huge_integers_and_nul_bytes_are_422_not_500(client, tenant):
 
 
 def test_laravel_wording(client, tenant):
-    body = items(
-        "driver", {"date_of_birth": "2023-02-30", "is_employee": "yes", "image": "not a url", "employee_number": 1.5}
-    )
+    body = items("driver", {"date_of_birth": "2023-02-30", "is_employee": "yes", "image": "not a url", "employee_number": 1.5})
     response = client.post(tenant.url("/drivers"), json=body, headers=tenant.headers)
     assert response.json()["message"] == {
         "data.0.data.date_of_birth": ["The data.0.data.date_of_birth field must be a valid date."],

@@ -238,9 +238,12 @@ def test_event_types_list_every_event_with_its_payload_schema_from_the_spec(clie
     payload = {**created["data"][0], "risk": tenant.risk}
     assert SchemaValidator(by_name["driver.created"]["schema"]).errors(payload) == {}
     assert SchemaValidator(by_name["driver.deleted"]["schema"]).errors(payload) != {}
-    assert SchemaValidator(by_name["driver.deleted"]["schema"]).errors(
-        {"object": "driver", "uuid": created["data"][0]["uuid"], "profile_type": "commercial", "risk": tenant.risk}
-    ) == {}
+    assert (
+        SchemaValidator(by_name["driver.deleted"]["schema"]).errors(
+            {"object": "driver", "uuid": created["data"][0]["uuid"], "profile_type": "commercial", "risk": tenant.risk}
+        )
+        == {}
+    )
     assert by_name["webhook.ping"]["schema"]["required"] == ["object", "uuid"]
 
 

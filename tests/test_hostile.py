@@ -57,9 +57,7 @@ def test_overflowing_date_bounds_on_deliveries(client, tenant):
 
     hook = make_webhook(client, tenant)
     for value in (",9999-12-31", "0001-01-01T00:00+01:00,", "9999-12-31T23:59-01:00,"):
-        response = client.get(
-            f"/webhooks/{hook['uuid']}/deliveries", params={"filter[created]": value}, headers=tenant.headers
-        )
+        response = client.get(f"/webhooks/{hook['uuid']}/deliveries", params={"filter[created]": value}, headers=tenant.headers)
         assert response.status_code == 200, response.text
 
 

@@ -74,11 +74,19 @@ class Raw:
                 rows += [("index", t, *r[1:3]) for r in self.run(f"PRAGMA index_list('{t}')")]
                 rows += [("fk", t, *r[2:]) for r in self.run(f"PRAGMA foreign_key_list('{t}')")]
             return sorted(rows, key=repr)
-        rows = list(self.run("SELECT table_name, column_name, data_type, character_maximum_length, is_nullable, column_default"
-                             " FROM information_schema.columns WHERE table_schema = 'public'"))
+        rows = list(
+            self.run(
+                "SELECT table_name, column_name, data_type, character_maximum_length, is_nullable, column_default"
+                " FROM information_schema.columns WHERE table_schema = 'public'"
+            )
+        )
         rows += list(self.run("SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'"))
-        rows += list(self.run("SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint"
-                              " WHERE connamespace = 'public'::regnamespace"))
+        rows += list(
+            self.run(
+                "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint"
+                " WHERE connamespace = 'public'::regnamespace"
+            )
+        )
         return sorted(rows, key=repr)
 
     def close(self):
@@ -137,24 +145,59 @@ def old_database(url: str) -> dict:
         vehicle = raw.insert("vehicle", uuid=uuid.uuid4().hex, risk_id=risk, number=1, year=2020, make="Ford", **stamps)
         for number in (1, 2):
             driver_uuid = uuid.uuid4()
-            driver = raw.insert("driver", uuid=driver_uuid.hex, risk_id=risk, number=number, first_name=f"D{number}",
-                                is_employee=True, vehicle_id=vehicle if number == 1 else None, **stamps)
-            raw.insert("address", uuid=uuid.uuid4().hex, risk_id=risk, driver_id=driver, address="1 Main St",
-                       city="Austin", state="TX", zip="78701", **stamps)
+            driver = raw.insert(
+                "driver",
+                uuid=driver_uuid.hex,
+                risk_id=risk,
+                number=number,
+                first_name=f"D{number}",
+                is_employee=True,
+                vehicle_id=vehicle if number == 1 else None,
+                **stamps,
+            )
+            raw.insert(
+                "address",
+                uuid=uuid.uuid4().hex,
+                risk_id=risk,
+                driver_id=driver,
+                address="1 Main St",
+                city="Austin",
+                state="TX",
+                zip="78701",
+                **stamps,
+            )
             if n == 0:
                 found["drivers"].append(str(driver_uuid))
         premise = raw.insert("premise", uuid=uuid.uuid4().hex, risk_id=risk, number=1, city="Austin", **stamps)
         raw.insert("building", uuid=uuid.uuid4().hex, risk_id=risk, number=1, premise_id=premise, **stamps)
         webhook_uuid = uuid.uuid4()
-        webhook = raw.insert("webhook", uuid=webhook_uuid.hex, agency_id=agency, type="custom", url="https://hooks.example.com/in",
-                             events=",driver.created,", secret=generate_secret(), failures=0, **stamps)
+        webhook = raw.insert(
+            "webhook",
+            uuid=webhook_uuid.hex,
+            agency_id=agency,
+            type="custom",
+            url="https://hooks.example.com/in",
+            events=",driver.created,",
+            secret=generate_secret(),
+            failures=0,
+            **stamps,
+        )
         if n == 0:
             found["webhooks"].append(str(webhook_uuid))
         event_uuid = uuid.uuid4()
         body = json.dumps({"id": str(event_uuid), "event": "driver.created", "data": {"object": "driver"}})
         event = raw.insert("event", uuid=event_uuid.hex, agency_id=agency, name="driver.created", body=body, created=now)
-        delivery = raw.insert("delivery", uuid=uuid.uuid4().hex, webhook_id=webhook, event_id=event, event="driver.created",
-                              status="succeeded", tries=1, generation=1, **stamps)
+        delivery = raw.insert(
+            "delivery",
+            uuid=uuid.uuid4().hex,
+            webhook_id=webhook,
+            event_id=event,
+            event="driver.created",
+            status="succeeded",
+            tries=1,
+            generation=1,
+            **stamps,
+        )
         raw.insert("attempt", delivery_id=delivery, at=now, status=200, duration_ms=12)
     raw.close()
     return found
@@ -187,8 +230,12 @@ def test_a_database_of_4e3b5fc_upgrades_keeps_every_row_and_the_app_works_on_it(
         assert drivers.status_code == 200, drivers.text
         assert sorted(d["uuid"] for d in drivers.json()["data"]) == sorted(found["drivers"])
         assert all(d["relations"]["address"]["data"]["city"] == "Austin" for d in drivers.json()["data"])
-        created = httpx.post(f"{base}/risks/{found['risk']}/data/drivers", headers=headers, timeout=10,
-                             json={"data": [{"object": "driver", "data": {"first_name": "New"}}]})
+        created = httpx.post(
+            f"{base}/risks/{found['risk']}/data/drivers",
+            headers=headers,
+            timeout=10,
+            json={"data": [{"object": "driver", "data": {"first_name": "New"}}]},
+        )
         assert created.status_code == 201 and created.json()["data"][0]["data"]["number"] == 3, created.text
         webhooks = httpx.get(f"{base}/webhooks", headers=headers, timeout=10)
         assert webhooks.status_code == 200 and [w["uuid"] for w in webhooks.json()["data"]] == found["webhooks"], webhooks.text

@@ -15,7 +15,11 @@ from tests.support import make_tenant
 def hook(agency_id: int, *events: str, disabled=None) -> Webhook:
     """Store a webhook of an agency subscribed to events."""
     return Webhook.create(
-        agency=agency_id, type="custom", url="https://hooks.example.com/in", events=pack_events(events), secret="s",
+        agency=agency_id,
+        type="custom",
+        url="https://hooks.example.com/in",
+        events=pack_events(events),
+        secret="s",
         disabled=disabled,
     )
 
@@ -39,7 +43,10 @@ def test_body_is_the_exact_json_sent_and_signed():
     text = outbox.body(event_uuid, "driver.created", created, data)
     assert isinstance(text, bytes)
     assert json.loads(text) == {
-        "id": str(event_uuid), "event": "driver.created", "created": "2024-03-01T12:30:00.123456+00:00", "data": data,
+        "id": str(event_uuid),
+        "event": "driver.created",
+        "created": "2024-03-01T12:30:00.123456+00:00",
+        "data": data,
     }
     assert list(json.loads(text)) == ["id", "event", "created", "data"]
     assert b" " not in text and "é".encode() in text

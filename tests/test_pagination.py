@@ -36,11 +36,7 @@ def expected_order(drivers, desc=False):
     for driver in drivers:
         name = driver["data"]["last_name"]
         groups.setdefault((name is not None, name or ""), []).append(driver)
-    return [
-        d["uuid"]
-        for key in sorted(groups, reverse=desc)
-        for d in sorted(groups[key], key=lambda d: d["data"]["number"])
-    ]
+    return [d["uuid"] for key in sorted(groups, reverse=desc) for d in sorted(groups[key], key=lambda d: d["data"]["number"])]
 
 
 def test_envelope_keys_and_urls(client, tenant, drivers, server):
@@ -63,9 +59,7 @@ def test_envelope_keys_and_urls(client, tenant, drivers, server):
 
 @pytest.mark.parametrize("sort", ["last_name", "-last_name", "number", "-created"])
 def test_walk_forward_then_back(client, tenant, drivers, sort):
-    first = client.get(
-        tenant.url("/drivers"), params={"per_page": 10, "sort": sort}, headers=tenant.headers
-    ).request.url
+    first = client.get(tenant.url("/drivers"), params={"per_page": 10, "sort": sort}, headers=tenant.headers).request.url
     forward = walk(client, tenant, str(first))
     assert [len(p["data"]) for p in forward] == [10, 10, 10, 5]
     seen = [d["uuid"] for p in forward for d in p["data"]]
@@ -74,16 +68,12 @@ def test_walk_forward_then_back(client, tenant, drivers, sort):
         assert seen == expected_order(drivers, desc=sort.startswith("-"))
     assert forward[-1]["next_cursor"] is None
     backward = walk(client, tenant, forward[-1]["prev_page_url"], key="prev_page_url")
-    assert [[d["uuid"] for d in p["data"]] for p in backward] == [
-        [d["uuid"] for d in p["data"]] for p in reversed(forward[:-1])
-    ]
+    assert [[d["uuid"] for d in p["data"]] for p in backward] == [[d["uuid"] for d in p["data"]] for p in reversed(forward[:-1])]
     assert backward[-1]["prev_cursor"] is None
 
 
 def test_inserts_between_requests_do_not_disturb_the_walk(client, tenant, drivers):
-    page = client.get(
-        tenant.url("/drivers"), params={"per_page": 10, "sort": "last_name"}, headers=tenant.headers
-    ).json()
+    page = client.get(tenant.url("/drivers"), params={"per_page": 10, "sort": "last_name"}, headers=tenant.headers).json()
     seen = [d["uuid"] for d in page["data"]]
     client.post(
         tenant.url("/drivers"),
@@ -101,9 +91,7 @@ def test_bad_cursors_are_422(client, tenant, drivers):
     cursor = page["next_cursor"]
     body, mac = cursor.split(".")
     forged = (
-        base64.urlsafe_b64encode(base64.urlsafe_b64decode(body + "==").replace(b"10", b"20")).rstrip(b"=").decode()
-        + "."
-        + mac
+        base64.urlsafe_b64encode(base64.urlsafe_b64decode(body + "==").replace(b"10", b"20")).rstrip(b"=").decode() + "." + mac
     )
     for bad in ["garbage", "", "a.b.c", forged, cursor[:-2], "%%%"]:
         response = client.get(tenant.url("/drivers"), params={"cursor": bad}, headers=tenant.headers)
@@ -112,9 +100,7 @@ def test_bad_cursors_are_422(client, tenant, drivers):
             continue
         assert response.status_code == 422, bad
         assert response.json()["message"] == {"cursor": ["The cursor is invalid."]}
-    other_sort = client.get(
-        tenant.url("/drivers"), params={"cursor": cursor, "sort": "-number"}, headers=tenant.headers
-    )
+    other_sort = client.get(tenant.url("/drivers"), params={"cursor": cursor, "sort": "-number"}, headers=tenant.headers)
     assert other_sort.status_code == 422
 
 
@@ -213,9 +199,9 @@ def test_pages_follow_the_order_with_nulls_and_ties_and_walk_back(profile, sort,
     forward = pages(profile, pager, 4)
     assert forward == [expected[:4], expected[4:]]
     query = Driver.select().where(Driver.risk == profile.id).dicts()
-    rows, next_cursor, prev_cursor = pager.page(query, 4, pager.encode(
-        next(r for r in query if r["number"] == expected[3]), True
-    ))
+    rows, next_cursor, prev_cursor = pager.page(
+        query, 4, pager.encode(next(r for r in query if r["number"] == expected[3]), True)
+    )
     assert [r["number"] for r in rows] == expected[4:] and next_cursor is None and prev_cursor
     back, next_back, prev_back = pager.page(query, 4, prev_cursor)
     assert [r["number"] for r in back] == expected[:4] and next_back and prev_back is None

@@ -48,16 +48,14 @@ def test_validate_only_limits_the_fields(client, tenant):
 
 
 def test_update_dry_run_changes_nothing(client, tenant):
-    driver = client.post(
-        tenant.url("/drivers"), json=items("driver", {"first_name": "A"}), headers=tenant.headers
-    ).json()["data"][0]
+    driver = client.post(tenant.url("/drivers"), json=items("driver", {"first_name": "A"}), headers=tenant.headers).json()[
+        "data"
+    ][0]
     body = {"data": [{"object": "driver", "uuid": driver["uuid"], "data": {"first_name": "B"}}]}
     response = client.patch(tenant.url(), json=body, headers={**tenant.headers, **PRECOG})
     assert response.status_code == 204
     assert client.get(tenant.url("/drivers"), headers=tenant.headers).json()["data"][0]["data"]["first_name"] == "A"
-    missing = {
-        "data": [{"object": "driver", "uuid": "00000000-0000-4000-8000-000000000000", "data": {"first_name": "B"}}]
-    }
+    missing = {"data": [{"object": "driver", "uuid": "00000000-0000-4000-8000-000000000000", "data": {"first_name": "B"}}]}
     response = client.patch(tenant.url(), json=missing, headers={**tenant.headers, **PRECOG})
     assert response.status_code == 422 and response.headers["Precognition-Success"] == "false"
 

@@ -161,8 +161,12 @@ def test_webhook_filters_is_disabled_and_any_of_events(profile):
 
     def hook(events, disabled=None):
         return Webhook.create(
-            agency=profile.agency_id, type="custom", url="https://hooks.example.com/", events=pack_events(events),
-            secret="s", disabled=disabled,
+            agency=profile.agency_id,
+            type="custom",
+            url="https://hooks.example.com/",
+            events=pack_events(events),
+            secret="s",
+            disabled=disabled,
         )
 
     active = hook(["driver.created", "driver.updated"])

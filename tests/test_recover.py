@@ -37,7 +37,11 @@ def test_recover_queues_the_failed_deliveries_of_the_window_again(client, tenant
     response = recover(client, tenant, hook, since=since)
     assert response.status_code == 202, response.text
     assert response.json()["data"] == {
-        "object": "recovery", "webhook": hook["uuid"], "since": since, "until": None, "deliveries": 2,
+        "object": "recovery",
+        "webhook": hook["uuid"],
+        "since": since,
+        "until": None,
+        "deliveries": 2,
     }
     assert receiver.wait_for(5, timeout=10)
     log = settled(client, tenant, hook, 3)

@@ -10,19 +10,15 @@ def world(client, tenant):
     """A vehicle, a premise with a building, and two drivers (one with an address)."""
     h = tenant.headers
     vehicle = client.post(tenant.url("/vehicles"), json=items("vehicle", {"make": "Ford"}), headers=h).json()["data"][0]
-    premise = client.post(tenant.url("/premises"), json=items("premise", {"city": "Austin"}), headers=h).json()["data"][
-        0
-    ]
-    building = client.post(
-        tenant.url("/buildings"), json=items("building", {"premise": premise["uuid"]}), headers=h
-    ).json()["data"][0]
+    premise = client.post(tenant.url("/premises"), json=items("premise", {"city": "Austin"}), headers=h).json()["data"][0]
+    building = client.post(tenant.url("/buildings"), json=items("building", {"premise": premise["uuid"]}), headers=h).json()[
+        "data"
+    ][0]
     address = {"object": "address", "data": {"address": "1 Main", "city": "Austin", "state": "TX", "zip": "78701"}}
     drivers = client.post(
         tenant.url("/drivers"),
         params={"include": "address"},
-        json=items(
-            "driver", {"first_name": "Ann", "vehicle": vehicle["uuid"], "address": address}, {"first_name": "Bob"}
-        ),
+        json=items("driver", {"first_name": "Ann", "vehicle": vehicle["uuid"], "address": address}, {"first_name": "Bob"}),
         headers=h,
     ).json()["data"]
     return {"vehicle": vehicle, "premise": premise, "building": building, "drivers": drivers}
@@ -73,9 +69,7 @@ def test_update_mixed_kinds(client, tenant, world):
 
 def test_update_is_atomic_and_reports_every_bad_item(client, tenant, world, other_tenant):
     ann, bob = world["drivers"]
-    foreign = client.post(other_tenant.url("/drivers"), json=items("driver", {}), headers=other_tenant.headers).json()[
-        "data"
-    ][0]
+    foreign = client.post(other_tenant.url("/drivers"), json=items("driver", {}), headers=other_tenant.headers).json()["data"][0]
     carl = client.post(tenant.url("/drivers"), json=items("driver", {}), headers=tenant.headers).json()["data"][0]
     body = {
         "data": [
@@ -117,9 +111,7 @@ def test_null_address_deletes_it(client, tenant, world):
 
 def test_delete_cascades_and_reports(client, tenant, world):
     ann, bob = world["drivers"]
-    body = {
-        "data": [{"object": "driver", "uuid": ann["uuid"]}, {"object": "vehicle", "uuid": world["vehicle"]["uuid"]}]
-    }
+    body = {"data": [{"object": "driver", "uuid": ann["uuid"]}, {"object": "vehicle", "uuid": world["vehicle"]["uuid"]}]}
     response = client.request("DELETE", tenant.url(), json=body, headers=tenant.headers)
     assert response.status_code == 200, response.text
     assert response.json()["data"] == [
@@ -151,18 +143,14 @@ def test_premise_with_buildings_is_refused_unless_they_go_too(client, tenant, wo
         headers=tenant.headers,
     )
     assert refused.status_code == 422
-    assert refused.json()["message"] == {
-        "data.1.uuid": ["The data.1.uuid cannot be deleted while the premise has buildings."]
-    }
+    assert refused.json()["message"] == {"data.1.uuid": ["The data.1.uuid cannot be deleted while the premise has buildings."]}
     assert len(get_drivers(client, tenant)) == 2
     both = {"data": [premise, {"object": "building", "uuid": world["building"]["uuid"]}]}
     assert client.request("DELETE", tenant.url(), json=both, headers=tenant.headers).status_code == 200
 
 
 def test_delete_unknown_other_risk_or_other_agency(client, tenant, world, other_tenant):
-    foreign = client.post(other_tenant.url("/drivers"), json=items("driver", {}), headers=other_tenant.headers).json()[
-        "data"
-    ][0]
+    foreign = client.post(other_tenant.url("/drivers"), json=items("driver", {}), headers=other_tenant.headers).json()["data"][0]
     body = {
         "data": [
             {"object": "driver", "uuid": foreign["uuid"]},
@@ -177,10 +165,7 @@ def test_delete_unknown_other_risk_or_other_agency(client, tenant, world, other_
         "data.1.uuid": ["The data.1.uuid could not be found in the risk profile."],
         "data.2.uuid": ["The data.2.uuid field must be a valid UUID."],
     }
-    assert (
-        client.get(other_tenant.url("/drivers"), headers=other_tenant.headers).json()["data"][0]["uuid"]
-        == foreign["uuid"]
-    )
+    assert client.get(other_tenant.url("/drivers"), headers=other_tenant.headers).json()["data"][0]["uuid"] == foreign["uuid"]
 
 
 @pytest.mark.parametrize("style", ["header", "body", "both"])

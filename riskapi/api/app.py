@@ -67,9 +67,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
     )
     errors.register(app)
     app.add_middleware(HeadersMiddleware, position=MiddlewarePosition.BEFORE_EXCEPTION)
-    app.add_middleware(
-        BodyMiddleware, position=MiddlewarePosition.BEFORE_ROUTING, max_body_bytes=settings.max_body_bytes
-    )
+    app.add_middleware(BodyMiddleware, position=MiddlewarePosition.BEFORE_ROUTING, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(RoutedOnlyMiddleware, position=MiddlewarePosition.BEFORE_SECURITY)
     app.add_middleware(SpecMiddleware, position=MiddlewarePosition.BEFORE_SWAGGER)
     if settings.access_log:
@@ -140,4 +138,3 @@ def asgi():
     except SettingsError as exc:
         raise SystemExit(f"riskapi: {exc}") from None
     return create_app(settings)
-

@@ -80,9 +80,7 @@ def plan_create(model, profile, body, errors: Errors) -> list:
     listed = writes.items(body)
     check_profile_type(profile, listed, errors)
     entries = [(i, d) for i, _, d in writes.entries(listed)]
-    numbered = [
-        (i, d["number"], None) for i, d in entries if _is_int(d.get("number")) and errors.clean(f"data.{i}.data.number")
-    ]
+    numbered = [(i, d["number"], None) for i, d in entries if _is_int(d.get("number")) and errors.clean(f"data.{i}.data.number")]
     check_numbers(model, profile, numbered, errors)
     refs = resolve_references(model, profile, entries, errors)
     if errors:
@@ -147,9 +145,7 @@ def plan_update(profile, body, errors: Errors) -> list:
         ids = _existing(model, profile, [(i, item) for i, item, _ in entries], errors)
         found = [(i, item, values) for i, item, values in entries if i in ids]
         numbered = [
-            (i, v["number"], ids[i])
-            for i, item, v in found
-            if _is_int(v.get("number")) and errors.clean(f"data.{i}.data.number")
+            (i, v["number"], ids[i]) for i, item, v in found if _is_int(v.get("number")) and errors.clean(f"data.{i}.data.number")
         ]
         if numbered and hasattr(model, "next_number"):
             check_numbers(model, profile, numbered, errors)
@@ -193,9 +189,7 @@ def apply_update(profile, plan: list) -> list[dict]:
         if not model.update(row).where(model.id == object_id).execute():
             _vanished(i)
         if model is Address:
-            Driver.update(updated=now).where(
-                Driver.id == Address.select(Address.driver).where(Address.id == object_id)
-            ).execute()
+            Driver.update(updated=now).where(Driver.id == Address.select(Address.driver).where(Address.id == object_id)).execute()
         nested = values.get("address", False) if model is Driver else False
         if nested is not False:
             _write_nested_address(profile, object_id, nested, now)

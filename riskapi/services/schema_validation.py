@@ -111,9 +111,7 @@ def _rs_schema(node):
     if not isinstance(node, dict):
         return node
     out = {
-        k: _rs_schema(v)
-        for k, v in node.items()
-        if not k.startswith("x-") and k not in {"nullable", "discriminator", "example"}
+        k: _rs_schema(v) for k, v in node.items() if not k.startswith("x-") and k not in {"nullable", "discriminator", "example"}
     }
     if node.get("nullable"):
         return {"anyOf": [{"type": "null"}, out]}
