@@ -1,41 +1,13 @@
 """Webhook subscriptions: list, bulk create, update and delete, rotate-secret and ping."""
 
-import datetime
 import uuid
 
 import models
 from handlers import common, settings
-from models import utcnow
-from models.tenancy import Agency
-from models.webhooks import Webhook, pack_events, unpack_events
+from models.webhooks import Webhook
 from riskapi.exceptions import ApiError
-from riskapi.services import bulk_write as writes
-from riskapi.services.messages import message
-from riskapi.services.render import envelope
+from riskapi.services import webhook_writes
 from riskapi.webhooks import outbox
-from riskapi.webhooks.signing import generate_secret
-from riskapi.webhooks.urls import normalise, url_problem
-
-# ---- rendering and lookup -------------------------------------------------------------------------
-
-
-def render(row: dict) -> dict:
-    """Return a webhook row (as a dict) in the common envelope."""
-    shown = {
-        **row,
-        "events": unpack_events(row["events"]),
-        "signing_secret": row["secret"],
-        "previous_secret_valid_until": _previous_valid_until(row),
-    }
-    return envelope(Webhook, shown)
-
-
-def _previous_valid_until(row: dict):
-    """Return until when the secret replaced by rotate-secret still signs webhook-signature; None once it does not."""
-    until = row.get("previous_secret_expires")
-    if not row.get("previous_secret") or until is None or until <= utcnow():
-        return None
-    return until
 
 
 def webhook_of(agency_id: int, webhook_uuid: str) -> Webhook:
@@ -50,197 +22,41 @@ def webhook_of(agency_id: int, webhook_uuid: str) -> Webhook:
     return found
 
 
-def _rows(ids) -> dict:
-    return {row["id"]: row for row in Webhook.select().where(Webhook.id.in_(list(ids))).dicts()}
-
-
-def _check_url(values: dict, path: str, errors: writes.Errors) -> str | None:
-    """Record why an item's url is refused; return the normalised url to store (the one delivery sends), or None."""
-    url = values.get("url")
-    if not (isinstance(url, str) and errors.clean(path)):
-        return None
-    problem = url_problem(url, settings().webhook_allow_private)
-    if problem:
-        errors.add(path, message("url_refused", path, problem=problem))
-        return None
-    return normalise(url)
-
-
-# ---- writes: every check that needs the database, then the write (the path is riskapi.services.bulk_write) ---------
-
-
-class _Write:
-    """A bulk write of an agency's webhooks."""
-
-    def __init__(self, agency_id: int):
-        self.agency_id = agency_id
-
-    def _existing(self, payload, errors: writes.Errors) -> dict:
-        """Map item index to the agency's webhook row its uuid names; report unknown and repeated ones."""
-        listed = [(i, item) for i, item in enumerate(writes.items(payload)) if isinstance(item, dict)]
-        return writes.existing(listed, self._rows_of, errors, "in")
-
-    def _rows_of(self, uuids: list[str]) -> dict:
-        rows = Webhook.select().where((Webhook.agency == self.agency_id) & Webhook.uuid.in_(uuids)).dicts()
-        if not models.is_sqlite():  # a concurrent PATCH or DELETE of the same webhooks waits for this one
-            rows = rows.order_by(Webhook.id).for_update()
-        return {str(row["uuid"]): row for row in rows}
-
-
-class _Create(_Write):
-    """Create webhooks: each gets its own signing secret; the agency's plan caps the active ones."""
-
-    def plan(self, payload, errors: writes.Errors) -> list[dict]:
-        entries = list(writes.entries(writes.items(payload)))
-        urls = {i: _check_url(values, f"data.{i}.data.url", errors) for i, _, values in entries}
-        if errors:
-            return []
-        now = utcnow()
-        return [
-            {
-                "uuid": uuid.uuid4(),
-                "agency": self.agency_id,
-                "type": values["type"],
-                "description": values.get("description"),
-                "url": urls[i],
-                "events": pack_events(values["events"]),
-                "secret": generate_secret(),
-                "disabled": None,
-                "failures": 0,
-                "created": now,
-                "updated": now,
-            }
-            for i, _, values in entries
-        ]
-
-    def apply(self, rows: list[dict]) -> list[dict]:
-        _check_limit(self.agency_id, len(rows))
-        ids = Webhook.insert_many(rows).returning(Webhook.id).tuples().execute()
-        for row, (new_id,) in zip(rows, ids, strict=True):
-            row["id"] = new_id
-        return [render(row) for row in rows]
-
-
-class _Update(_Write):
-    """Update webhooks: the type stays; re-enabling counts against the agency's plan."""
-
-    def plan(self, payload, errors: writes.Errors) -> list[tuple]:
-        """Return [(index, current row, changes)] of a valid update."""
-        found = self._existing(payload, errors)
-        now = utcnow()
-        plan = []
-        for i, _, values in writes.entries(writes.items(payload)):
-            url = _check_url(values, f"data.{i}.data.url", errors)
-            current = found.get(i)
-            if current is None:
-                continue
-            path = f"data.{i}.data.type"
-            if "type" in values and values["type"] != current["type"] and errors.clean(path):
-                errors.add(path, message("immutable", path))
-            plan.append((i, current, _changes(values, current, url, now)))
-        return plan
-
-    def apply(self, plan: list[tuple]) -> list[dict]:
-        enabling = sum(1 for _, _, changes in plan if "disabled" in changes and changes["disabled"] is None)
-        disabling = sum(1 for _, _, changes in plan if changes.get("disabled") is not None)
-        _check_limit(self.agency_id, enabling - disabling)
-        now = utcnow()
-        for _, current, changes in plan:
-            Webhook.update(**changes, updated=now).where(Webhook.id == current["id"]).execute()
-        rows = _rows(current["id"] for _, current, _ in plan)
-        return [render(rows[current["id"]]) for _, current, _ in plan]
-
-
-class _Delete(_Write):
-    """Delete webhooks named by uuid."""
-
-    def plan(self, payload, errors: writes.Errors) -> dict:
-        return self._existing(payload, errors)
-
-    def apply(self, found: dict) -> list[dict]:
-        Webhook.delete().where(Webhook.id.in_([row["id"] for row in found.values()])).execute()
-        return [{"object": "webhook", "uuid": str(found[i]["uuid"])} for i in sorted(found)]
-
-
-def _changes(values: dict, current: dict, url: str | None, now) -> dict:
-    """Return the columns an update item changes."""
-    changes = {}
-    if url is not None:
-        changes["url"] = url
-    if "description" in values:
-        changes["description"] = values["description"]
-    if "events" in values and isinstance(values["events"], list):
-        changes["events"] = pack_events(values["events"])
-    if "disabled" in values:
-        if values["disabled"] is True and current["disabled"] is None:
-            changes["disabled"] = now
-        elif values["disabled"] is not True and current["disabled"] is not None:
-            changes["disabled"] = None
-            changes["failures"] = 0
-    return changes
-
-
-def _check_limit(agency_id: int, adding: int) -> None:
-    """Refuse (400) a write that would leave more active webhooks than the agency's plan allows."""
-    if adding <= 0:
-        return
-    agency = Agency.select(Agency.webhook_limit).where(Agency.id == agency_id)
-    if not models.is_sqlite():
-        # Serialise the agency's webhook writes across processes (SQLite's write lock already does).
-        agency = agency.for_update()
-    limit = agency.scalar()
-    active = Webhook.select().where((Webhook.agency == agency_id) & Webhook.disabled.is_null()).count()
-    if active + adding > limit:
-        raise ApiError(
-            400,
-            f"The agency's plan allows {limit} active webhooks; it has {active} and this request would add {adding}.",
-        )
-
-
 # ---- operations -----------------------------------------------------------------------------------
 
 
 def list_webhooks(agency_id, per_page, cursor=None, filter_=None, sort=None):
     """List the agency's webhooks."""
     rows = Webhook.select().where(Webhook.agency == agency_id).dicts()
-    return common.list_page(Webhook, rows, agency_id, per_page, cursor, filter_, sort, lambda page: [render(row) for row in page])
+    return common.list_page(
+        Webhook, rows, agency_id, per_page, cursor, filter_, sort, lambda page: [webhook_writes.render(row) for row in page]
+    )
 
 
 def create_webhooks(agency_id):
     """Create webhooks."""
-    return common.bulk_write(201, _Create(agency_id))
+    return common.bulk_write(201, webhook_writes.Create(agency_id, settings().webhook_allow_private))
 
 
 def update_webhooks(agency_id):
     """Update webhooks."""
-    return common.bulk_write(200, _Update(agency_id))
+    return common.bulk_write(200, webhook_writes.Update(agency_id, settings().webhook_allow_private))
 
 
 def delete_webhooks(agency_id):
     """Delete webhooks; their pending deliveries go with them."""
-    return common.bulk_write(200, _Delete(agency_id))
+    return common.bulk_write(200, webhook_writes.Delete(agency_id))
 
 
 def rotate_secret(agency_id, webhook):
-    """Give a webhook a new signing secret; the one replaced keeps signing webhook-signature for the grace period.
+    """Give a webhook a new signing secret; the one replaced keeps signing for RISKAPI_WEBHOOK_ROTATION_GRACE.
 
-    The end of the grace is fixed now (RISKAPI_WEBHOOK_ROTATION_GRACE of this process) and stored, so
-    every worker honours the same instant and the response can say it. Rotating again during a grace
-    ends the older secret at once: only the secret just replaced stays valid.
+    The end of the grace is fixed now (this process's setting) and stored, so every worker honours the
+    same instant and the response can say it.
     """
     with models.atomic():
-        found = webhook_of(agency_id, webhook)
-        now = utcnow()
-        grace = settings().webhook_rotation_grace
-        if grace > 0:
-            # previous_secret = the row's secret before this UPDATE (SQL reads old values on the right),
-            # so concurrent rotations chain instead of both keeping the same previous secret.
-            previous = {"previous_secret": Webhook.secret, "previous_secret_expires": now + datetime.timedelta(seconds=grace)}
-        else:
-            previous = {"previous_secret": None, "previous_secret_expires": None}
-        Webhook.update(secret=generate_secret(), updated=now, **previous).where(Webhook.id == found.id).execute()
-        row = _rows([found.id])[found.id]
-    return common.respond(200, {"data": [render(row)]})
+        row = webhook_writes.rotate_secret(webhook_of(agency_id, webhook), settings().webhook_rotation_grace)
+    return common.respond(200, {"data": [webhook_writes.render(row)]})
 
 
 def ping_webhook(agency_id, webhook):
