@@ -10,21 +10,57 @@ from riskapi.services import risk_data_writes as risk_writes
 from riskapi.services.messages import message
 
 
-def endpoints(model) -> tuple:
-    """Return the list and create operations of one kind of risk data (the spec gives each kind its own path)."""
+def _list(model, agency_id, risk, per_page, cursor, filter_, sort, include):
+    """Answer one page of a risk profile's rows of one kind (the one list pipeline: handlers.common.list_page)."""
+    profile = common.risk_of(agency_id, risk)
+    rows = render.select(model).where(model.risk == profile.id)
+    shown = functools.partial(render.envelopes, model, include=include)
+    return common.list_page(model, rows, profile.id, per_page, cursor, filter_, sort, shown)
 
-    def list_kind(agency_id, risk, per_page, cursor=None, filter_=None, sort=None, include=None):
-        profile = common.risk_of(agency_id, risk)
-        rows = render.select(model).where(model.risk == profile.id)
-        shown = functools.partial(render.envelopes, model, include=include)
-        return common.list_page(model, rows, profile.id, per_page, cursor, filter_, sort, shown)
 
-    def create_kind(agency_id, risk, include=None):
-        return common.bulk_write(201, risk_writes.Create(model, common.risk_of(agency_id, risk), include))
+def _create(model, agency_id, risk, include):
+    """Create rows of one kind in a risk profile, in bulk, atomically (the one bulk-write path)."""
+    return common.bulk_write(201, risk_writes.Create(model, common.risk_of(agency_id, risk), include))
 
-    list_kind.__doc__ = f"List {model.OBJECT}s."
-    create_kind.__doc__ = f"Create {model.OBJECT}s in bulk, atomically."
-    return list_kind, create_kind
+
+def list_drivers(agency_id, risk, per_page, cursor=None, filter_=None, sort=None, include=None):
+    """List a risk profile's drivers."""
+    return _list(Driver, agency_id, risk, per_page, cursor, filter_, sort, include)
+
+
+def create_drivers(agency_id, risk, include=None):
+    """Create drivers in bulk, atomically."""
+    return _create(Driver, agency_id, risk, include)
+
+
+def list_vehicles(agency_id, risk, per_page, cursor=None, filter_=None, sort=None, include=None):
+    """List a risk profile's vehicles."""
+    return _list(Vehicle, agency_id, risk, per_page, cursor, filter_, sort, include)
+
+
+def create_vehicles(agency_id, risk, include=None):
+    """Create vehicles in bulk, atomically."""
+    return _create(Vehicle, agency_id, risk, include)
+
+
+def list_premises(agency_id, risk, per_page, cursor=None, filter_=None, sort=None, include=None):
+    """List a risk profile's premises."""
+    return _list(Premise, agency_id, risk, per_page, cursor, filter_, sort, include)
+
+
+def create_premises(agency_id, risk, include=None):
+    """Create premises in bulk, atomically."""
+    return _create(Premise, agency_id, risk, include)
+
+
+def list_buildings(agency_id, risk, per_page, cursor=None, filter_=None, sort=None, include=None):
+    """List a risk profile's buildings."""
+    return _list(Building, agency_id, risk, per_page, cursor, filter_, sort, include)
+
+
+def create_buildings(agency_id, risk, include=None):
+    """Create buildings in bulk, atomically."""
+    return _create(Building, agency_id, risk, include)
 
 
 def update_risk_data(agency_id, risk):
@@ -44,10 +80,3 @@ def override_risk_data(agency_id, risk):
     if not errors:
         errors.add("_method", message("required", "_method"))
     writes.fail_if(errors)
-
-
-# Each kind's list and create, under the names of the spec's operationIds (listDrivers -> list_drivers).
-list_drivers, create_drivers = endpoints(Driver)
-list_vehicles, create_vehicles = endpoints(Vehicle)
-list_premises, create_premises = endpoints(Premise)
-list_buildings, create_buildings = endpoints(Building)
