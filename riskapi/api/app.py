@@ -15,7 +15,7 @@ from riskapi.api import error_handlers as errors
 from riskapi.api import precognition
 from riskapi.api.connexion_internals import run_flask_in_threads
 from riskapi.api.docs import SpecMiddleware
-from riskapi.api.handler_threads import Turns
+from riskapi.api.handler_threads import HandlerThreads
 from riskapi.api.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
 from riskapi.api.rate_limits import RateLimitMiddleware
 from riskapi.api.request_validation import BodyValidator, ParamValidator, URIParser
@@ -98,7 +98,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
     flask_app = app.app
     flask_app.config[SETTINGS_KEY] = settings
     # A small thread pool (the GIL makes many threads slower; 4 cover the database round trips), reads first.
-    run_flask_in_threads(app, settings.threads, Turns(settings.threads, settings.write_delay))
+    run_flask_in_threads(app, settings.threads, HandlerThreads(settings.threads, settings.write_delay))
     pooled = not models.is_sqlite()
 
     @flask_app.before_request

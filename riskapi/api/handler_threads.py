@@ -18,12 +18,12 @@ import threading
 import time
 from concurrent.futures import Executor, Future
 
-__all__ = ["READS", "Turns"]
+__all__ = ["READS", "HandlerThreads"]
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-class Turns(Executor):
+class HandlerThreads(Executor):
     """A thread pool running the earliest-due call first; a call's first argument is its WSGI environ."""
 
     def __init__(self, threads: int, write_delay: float):
