@@ -3,6 +3,7 @@
 import functools
 import pathlib
 import re
+import urllib.parse
 
 import yaml
 from connexion.json_schema import ExtendedSafeLoader, resolve_refs
@@ -100,13 +101,14 @@ def data_fields(name: str) -> tuple[str, ...]:
 _METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
 
-def _base() -> str:
-    return resolved()["servers"][0]["url"].rstrip("/")
+def base_path() -> str:
+    """Return the path every route of the API starts under: the path of the spec's first server URL."""
+    return urllib.parse.urlsplit(raw()["servers"][0]["url"]).path.rstrip("/")
 
 
 def _path_pattern(path: str) -> re.Pattern:
     """Match the request paths of a spec path (server base included, any value per parameter, a trailing slash allowed)."""
-    pattern = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(_base() + path))
+    pattern = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(base_path() + path))
     return re.compile(f"^{pattern}/?$")
 
 
@@ -120,7 +122,7 @@ def _routes() -> list:
     routes = []
     for path, item in resolved()["paths"].items():
         routes.append((_path_pattern(path), sorted(m.upper() for m in item if m in _METHODS)))
-    routes.append((re.compile(f"^{re.escape(_base())}/openapi\\.json$"), ["GET"]))
+    routes.append((re.compile(f"^{re.escape(base_path())}/openapi\\.json$"), ["GET"]))
     return routes
 
 
