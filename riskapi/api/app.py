@@ -11,6 +11,7 @@ from connexion.validators import FormDataValidator, MultiPartFormDataValidator
 from starlette.middleware.cors import CORSMiddleware
 
 import models
+import spec
 from riskapi.api import error_handlers as errors
 from riskapi.api import precognition
 from riskapi.api.connexion_internals import run_flask_in_threads
@@ -28,7 +29,7 @@ from spec import SPEC_PATH
 
 CORS_METHODS = ("GET", "POST", "PATCH", "DELETE")
 WRITES = frozenset({"POST", "PATCH", "PUT", "DELETE"})
-PROBES = frozenset({"/api/v1/healthz", "/api/v1/readyz"})
+PROBES = frozenset({f"{spec.base_path()}/healthz", f"{spec.base_path()}/readyz"})
 CORS_ALLOW_HEADERS = (
     "Authorization",
     "Content-Type",

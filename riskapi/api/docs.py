@@ -1,4 +1,4 @@
-"""The spec as written, served at /api/v1/openapi.json and .yaml, for the docs page and for generators.
+"""The spec as written, served at openapi.json and .yaml under the API's base path, for the docs page and for generators.
 
 Connexion's own copy has every `$ref` inlined (component names and their descriptions lost, a
 client generated from it gets no named models) and shows `x-bearerInfoFunc`. This serves the file
@@ -13,7 +13,7 @@ import yaml
 import spec
 
 _INTERNAL = {"x-bearerInfoFunc", "x-openapi-router-controller"}
-_PATHS = {"/api/v1/openapi.json": "application/json", "/api/v1/openapi.yaml": "application/yaml"}
+_PATHS = {f"{spec.base_path()}/openapi.json": "application/json", f"{spec.base_path()}/openapi.yaml": "application/yaml"}
 
 
 def _public(value):

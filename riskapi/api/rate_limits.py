@@ -16,12 +16,14 @@ import orjson
 import redis.asyncio
 from starlette.datastructures import Headers, MutableHeaders
 
+import spec
+
 log = logging.getLogger("riskapi")
 
 WINDOW = 60
 BODY_UNIT = 64 * 1024
 # Never counted: the probes, the metrics, and what a browser or a reviewer reads without a token.
-EXEMPT = ("/api/v1/healthz", "/api/v1/readyz", "/api/v1/openapi", "/api/v1/docs", "/metrics")
+EXEMPT = (*(f"{spec.base_path()}/{name}" for name in ("healthz", "readyz", "openapi", "docs")), "/metrics")
 
 
 def cost(headers: Headers) -> int:

@@ -20,6 +20,7 @@ import time
 import uvicorn
 
 import models
+import spec
 from jobs.broker import Backoff, EmbeddedRedis, die_with_parent
 from riskapi.config import Settings
 from riskapi.process import sockets as listener
@@ -82,7 +83,7 @@ def _greet(host: str, port: int) -> None:
     """Say where the API listens, and how to make a first tenant when there is none."""
     from models.tenancy import Agency
 
-    base = f"http://{host}:{port}/api/v1"
+    base = f"http://{host}:{port}{spec.base_path()}"
     print(f"riskapi: serving {base} (docs: {base}/docs/, spec: {base}/openapi.yaml)", flush=True)
     with models.db.connection_context():
         empty = not Agency.select().exists()
