@@ -1,0 +1,1 @@
+"""Developer tools run by tox (not installed)."""
