@@ -1,22 +1,36 @@
-"""The database side of the claims that jobs.inflight holds: taken in batches, renewed while they wait, handed back.
+"""Claim: the RQ jobs' work. A job claims its deliveries and puts them in their webhooks' lines (jobs.lines).
 
 A claim is a delivery's `locked_until` in the future: no other worker takes the delivery meanwhile, and
-the relay's rescue leaves it alone. Claims of deliveries waiting in a line are renewed before they lapse;
-a process that stops lets go of its waiting claims at once (or, if it dies, lets them lapse).
+the relay's rescue leaves it alone. Only the job of the delivery's current `generation` may claim it
+(the relay bumps it at every hand-over to RQ, so a superseded or duplicated job does nothing), and a
+delivery that is no longer pending is left alone: running a job twice is harmless. Claims of
+deliveries waiting in a line are renewed before they lapse (`tend`); a process that stops lets go of
+its waiting claims at once (`hand_back`), or, if it dies, lets them lapse.
+
+The worker hands its engine to the jobs (jobs.rq_internals.EngineJob). Without one (a test, a plain
+`rq worker`) the job makes the attempt itself: claim, send, record; a failed attempt raises
+AttemptFailed for RQ's Retry (a lone job), or gets a retry job of its own (in a batch).
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import logging
 import time
 
 import peewee
+from rq import get_current_job
 
 import models
-from jobs.delivery import DATABASE_ERRORS
+from jobs import queue as jobs_queue
+from jobs import retry, send
+from jobs.outages import DATABASE_ERRORS, reconnecting
+from jobs.recorder import record
+from jobs.retry import AttemptFailed
+from jobs.rq_internals import engine_job
 from models import utcnow
-from models.webhooks import PENDING, Delivery, Event, Webhook
+from models.webhooks import FAILED, PENDING, Delivery, Event, Webhook
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.delivery")
@@ -24,20 +38,124 @@ log = logging.getLogger("riskapi.delivery")
 _CHUNK = 500
 
 
+@functools.lru_cache(maxsize=1)
+def worker_settings() -> Settings:
+    """Return the worker process's settings (read once)."""
+    return Settings.from_env()
+
+
+@engine_job
+def take(delivery_id: int, generation: int, engine=None) -> str:
+    """RQ entry point: claim one delivery and put it in its webhook's line (or, with no engine, attempt it here)."""
+    if engine is None:
+        return attempt(delivery_id, generation, worker_settings())
+    claimed = reconnecting(claim, delivery_id, generation, engine.settings, False)
+    if isinstance(claimed, str):
+        return claimed
+    delivery, webhook, _ = claimed
+    due = 0.0
+    if delivery.next_attempt is not None:  # a retry RQ ran early waits in the line until it is due
+        early = (delivery.next_attempt - utcnow()).total_seconds()
+        due = time.time() + early if 0 < early <= 2 else 0.0
+    engine.line_up([(delivery, webhook, generation, due)])
+    return "in flight"
+
+
+@engine_job
+def take_batch(deliveries: list, engine=None) -> str:
+    """RQ entry point: claim a batch's (delivery id, generation) pairs and line them up; return a summary.
+
+    The plainly claimable are claimed in two queries (a burst of one receiver's deliveries comes in at
+    this rate, and a webhook's new delivery queues behind it in RQ); anything unusual goes one by one.
+    """
+    models.db.connect(reuse_if_open=True)
+    wanted = dict(tuple(pair) for pair in deliveries)
+    if engine is None:
+        outcomes = _attempt_each(wanted)
+    else:
+        claimed, rest = reconnecting(claim_batch, wanted, engine.settings)
+        outcomes = [take(delivery_id, wanted[delivery_id], engine) for delivery_id in rest]
+        engine.line_up([(delivery, delivery.webhook, delivery.generation, 0.0) for delivery in claimed])
+        outcomes += ["in flight"] * len(claimed)
+    counts = {outcome: outcomes.count(outcome) for outcome in outcomes}
+    return ", ".join(f"{count} {outcome}" for outcome, count in sorted(counts.items()))
+
+
+def attempt(delivery_id: int, generation: int, settings: Settings) -> str:
+    """Make one attempt of a delivery here, if it is still this job's to make; return what happened."""
+    claimed = reconnecting(claim, delivery_id, generation, settings)
+    if isinstance(claimed, str):
+        return claimed
+    delivery, webhook, started = claimed
+    result = send.send(delivery, webhook, settings, None, utcnow())
+    # After a broken connection the whole transaction is written again: the attempt made is not lost.
+    return reconnecting(record, delivery, generation, webhook, started, result, settings)
+
+
+def _attempt_each(wanted: dict) -> list[str]:
+    """Attempt a batch's deliveries in turn here; a failed one gets a retry job of its own."""
+    settings, job = worker_settings(), get_current_job()
+    target = jobs_queue.retries(job.connection, settings.webhook_queue) if job is not None else None
+    outcomes = []
+    for delivery_id, generation in wanted.items():
+        try:
+            outcomes.append(attempt(delivery_id, generation, settings))
+        except AttemptFailed as failed:
+            retry.schedule(target, delivery_id, generation, failed, settings)
+            outcomes.append("retry")
+        except (peewee.OperationalError, peewee.InterfaceError):
+            # A broken connection: the next job opens a new one; the rest of the batch is rescued.
+            models.db.close()
+            raise
+    return outcomes
+
+
 def lease_for(settings: Settings) -> datetime.timedelta:
     """Return how long a claim holds: one attempt's deadline, plus the grace rescue allows."""
     return datetime.timedelta(seconds=settings.webhook_timeout + settings.webhook_stale_after)
 
 
+def _load(delivery_ids: list[int]) -> list:
+    """Return deliveries with their webhook and event body loaded."""
+    query = Delivery.select(Delivery, Webhook, Event.body).join_from(Delivery, Webhook).join_from(Delivery, Event)
+    return list(query.where(Delivery.id.in_(delivery_ids)))
+
+
+def claim(delivery_id: int, generation: int, settings: Settings, wait: bool = True):
+    """Claim a delivery for one attempt: return (delivery, webhook, now), or why there is nothing to do.
+
+    wait=False: a retry that RQ runs early is claimed at once (the engine's line holds it until it is due).
+    """
+    for waited in (not wait, True):
+        delivery = next(iter(_load([delivery_id])), None)
+        if delivery is None:
+            return "gone"
+        if delivery.generation != generation:
+            return "superseded"
+        if delivery.status != PENDING:
+            return "done"
+        webhook = delivery.webhook
+        if webhook.disabled is not None:
+            finish(delivery, generation, FAILED)
+            return "webhook disabled"
+        # RQ stores scheduled times in whole seconds and may run a retry up to a second early:
+        # wait for the due time, then read everything again (the url or secret may have changed).
+        early = (delivery.next_attempt - utcnow()).total_seconds() if delivery.next_attempt else 0
+        if waited or not 0 < early <= 2:
+            break
+        time.sleep(early)
+    now = utcnow()
+    mine = (Delivery.id == delivery_id) & (Delivery.generation == generation) & (Delivery.status == PENDING)
+    free = Delivery.locked_until.is_null() | (Delivery.locked_until < now)
+    if not Delivery.update(locked_until=now + lease_for(settings), updated=now).where(mine & free).execute():
+        return "busy"
+    return delivery, webhook, now
+
+
 def claim_batch(wanted: dict, settings: Settings) -> tuple[list, list[int]]:
     """Claim the plainly claimable of {delivery id: generation} at once; return them (webhook and
     event body loaded), and the ids left to claim one by one (gone, superseded, done, disabled, busy, early)."""
-    rows = list(
-        Delivery.select(Delivery, Webhook, Event.body)
-        .join_from(Delivery, Webhook)
-        .join_from(Delivery, Event)
-        .where(Delivery.id.in_(list(wanted)))
-    )
+    rows = _load(list(wanted))
     now = utcnow()
     plain = [
         row for row in rows
@@ -46,20 +164,29 @@ def claim_batch(wanted: dict, settings: Settings) -> tuple[list, list[int]]:
         and (row.next_attempt is None or row.next_attempt <= now)
     ]  # fmt: skip
     lease = now + lease_for(settings)
-    ids = [row.id for row in plain]
-    if ids:
+    if plain:
         with models.atomic():
             free = Delivery.locked_until.is_null() | (Delivery.locked_until < now)
-            got = Delivery.update(locked_until=lease, updated=now).where(
-                Delivery.id.in_(ids) & (Delivery.status == PENDING) & free
-                & peewee.Tuple(Delivery.id, Delivery.generation).in_([(row.id, row.generation) for row in plain])
-            ).execute()  # fmt: skip
-            if got < len(ids):  # someone else's claim in between: keep only ours
-                mine = Delivery.id.in_(ids) & (Delivery.locked_until == lease)
-                ours = {i for (i,) in Delivery.select(Delivery.id).where(mine).tuples()}
+            pairs = peewee.Tuple(Delivery.id, Delivery.generation).in_([(row.id, row.generation) for row in plain])
+            ids = Delivery.id.in_([row.id for row in plain])
+            got = (
+                Delivery.update(locked_until=lease, updated=now)
+                .where(ids & (Delivery.status == PENDING) & free & pairs)
+                .execute()
+            )
+            if got < len(plain):  # someone else's claim in between: keep only ours
+                ours = {i for (i,) in Delivery.select(Delivery.id).where(ids & (Delivery.locked_until == lease)).tuples()}
                 plain = [row for row in plain if row.id in ours]
     taken = {row.id for row in plain}
     return plain, [delivery_id for delivery_id in wanted if delivery_id not in taken]
+
+
+def finish(delivery, generation: int, status: str) -> None:
+    """Settle a pending delivery unattempted (its webhook was disabled)."""
+    now = utcnow()
+    Delivery.update(status=status, next_attempt=None, locked_until=None, updated=now).where(
+        (Delivery.id == delivery.id) & (Delivery.generation == generation) & (Delivery.status == PENDING)
+    ).execute()
 
 
 def _pairs(items: list):
@@ -83,6 +210,27 @@ def renew(items: list, settings: Settings) -> list:
     return lost
 
 
+def tend(waiting: dict, unrecorded: list, renewing: bool, soon: float, settings: Settings) -> tuple[dict, set]:
+    """Re-read the webhooks of {webhook id: waiting items}, settle the deliveries of disabled ones, renew the
+    claims that lapse before `soon` (monotonic; all of `unrecorded`); return the webhooks read and the items
+    no longer this process's to attempt."""
+    models.db.connect(reuse_if_open=True)
+    hooks = {hook.id: hook for hook in Webhook.select().where(Webhook.id.in_(list(waiting)))} if waiting else {}
+    gone = [item for webhook_id, items in waiting.items() if webhook_id not in hooks for item in items]
+    disabled = [item for webhook_id, items in waiting.items() if hooks.get(webhook_id) and hooks[webhook_id].disabled
+                for item in items]  # fmt: skip
+    for item in disabled:  # as a claim of a disabled webhook's delivery does
+        finish(item.delivery, item.generation, FAILED)
+    lapsing = list(unrecorded)
+    if renewing:
+        # Only claims that would lapse before the next renewal but one: fewer writes for a long line.
+        lapsing += [item for items in waiting.values() for item in items if item.lease < soon]
+    if lapsing:
+        dropping = set(disabled)
+        gone += renew([item for item in lapsing if item not in dropping], settings)
+    return hooks, set(gone) | set(disabled)
+
+
 def hand_back(items: list) -> None:
     """Let go of claims at once, so any relay hands these deliveries to a worker still running."""
     try:
@@ -94,4 +242,16 @@ def hand_back(items: list) -> None:
         log.warning("could not hand back %d waiting deliveries (%s): their claims will expire", len(items), exc)
 
 
-__all__ = ["claim_batch", "hand_back", "lease_for", "renew"]
+__all__ = [
+    "attempt",
+    "claim",
+    "claim_batch",
+    "finish",
+    "hand_back",
+    "lease_for",
+    "renew",
+    "take",
+    "take_batch",
+    "tend",
+    "worker_settings",
+]

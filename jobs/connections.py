@@ -8,6 +8,8 @@ SSRF check a new connection would. A connection is reused only while it is young
 (LIFETIME, so a changed DNS record is followed within a minute), has been idle briefly (IDLE: less
 than the 5 s idle timeout of common servers, so the receiver is unlikely to be closing it just
 then) and has nothing to read: a receiver that closed it or sent something unasked loses it.
+
+A worker process has one Pool (built by jobs.worker, held by its engine) handed to every attempt.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import threading
 import time
 from typing import NamedTuple
 
-__all__ = ["IDLE", "LIFETIME", "Key", "Pool", "POOL"]
+__all__ = ["IDLE", "LIFETIME", "Key", "Pool"]
 
 IDLE = 4.0
 LIFETIME = 60.0
@@ -115,6 +117,3 @@ def _quiet(sock: ssl.SSLSocket) -> bool:
 def _close(sock: ssl.SSLSocket) -> None:
     with contextlib.suppress(OSError):
         sock.close()
-
-
-POOL = Pool()

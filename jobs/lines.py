@@ -1,6 +1,7 @@
-"""Attempts in flight: the HTTP part of deliveries, many at once in each worker process, fair between webhooks.
+"""The engine: each webhook's line of claimed deliveries, and the attempts in flight, fair between webhooks.
 
-RQ's threads only claim a delivery (a few milliseconds of database work) and hand it here, so no
+RQ's threads only claim a delivery (jobs.claims, a few milliseconds of database work) and line it up
+here (`Engine.line_up`), so no
 receiver, however slow, holds a thread that other deliveries queue behind. Here:
 
 * up to RISKAPI_WEBHOOK_IN_FLIGHT attempts run at once, each in a pool thread of its own (the
@@ -9,12 +10,13 @@ receiver, however slow, holds a thread that other deliveries queue behind. Here:
   it is marked slow (jobs.slowness). The rest wait in the webhook's own line, each until its paced
   slot (jobs.pacing), and lines take turns, so a backlog of one webhook is never ahead of another's
   delivery;
-* one recorder thread (jobs.recorder) writes every outcome and schedules retries on RQ; it also renews
-  the claims of deliveries still waiting in a line (jobs.claims) and re-reads their webhooks.
+* one recorder thread (jobs.recorder) writes every outcome and schedules retries on RQ; every second
+  it has the engine tend its lines (`tend`): renew the claims of waiting deliveries, re-read their webhooks.
 
 A delivery is claimed before it waits here, so no other worker takes it; if the process dies, its
 claims expire and the relay's rescue hands them back, as before. A claim that could not be renewed
-in time is let go unattempted, so no attempt runs on a claim that may have lapsed.
+in time is let go unattempted, so no attempt runs on a claim that may have lapsed. The worker builds
+one engine per process and hands it to its RQ jobs (jobs.rq_internals.EngineJob).
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ from dataclasses import dataclass
 
 import redis
 
-from jobs import claims, transport
-from jobs.broker import Outage
-from jobs.delivery import _claim, _reconnecting, signed_headers, signing_secrets
+import models
+from jobs import claims, send, transport
+from jobs.connections import Pool
+from jobs.outages import DATABASE_ERRORS, Outage
 from jobs.pacing import Pacer
 from jobs.recorder import Recorder
 from jobs.slowness import SlowMarks
@@ -41,29 +44,18 @@ from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.delivery")
 
-_current: Engine | None = None
-
-
-def current() -> Engine | None:
-    """Return the engine of this worker process, if one runs (RQ jobs hand their attempts to it)."""
-    return _current
-
-
-def install(engine: Engine | None) -> None:
-    """Make engine the one RQ jobs of this process hand their attempts to."""
-    global _current
-    _current = engine
-
 
 @dataclass(eq=False)
-class _Item:
+class Item:
+    """A claimed delivery waiting in its webhook's line, then in flight, then being recorded."""
+
     delivery: Delivery  # with its webhook and event body loaded
     generation: int
     due: float  # time.time() before which the attempt must not start (a retry RQ ran early, or its paced slot)
     lease: float  # time.monotonic() until which this process's claim holds
 
 
-def _enter(line: collections.deque, item: _Item) -> None:
+def _enter(line: collections.deque, item: Item) -> None:
     """Put an item in its line in order of due time: RQ threads reserve slots and enter lines in either order."""
     if not line or line[-1].due <= item.due:
         line.append(item)
@@ -74,9 +66,12 @@ def _enter(line: collections.deque, item: _Item) -> None:
 class Engine:
     """The attempts in flight of one worker process, with the lines of those waiting for their turn."""
 
-    def __init__(self, settings: Settings, connection: redis.Redis, database_outage: Outage | None = None):
+    def __init__(
+        self, settings: Settings, connection: redis.Redis, database_outage: Outage | None = None, pool: Pool | None = None
+    ):
         self.settings = settings
         self.connection = connection
+        self.pool = pool if pool is not None else Pool()  # kept TLS connections, shared by the pool threads
         self.database_outage = database_outage or Outage("database", log)
         self.capacity = max(settings.webhook_in_flight, 1)
         self.per_webhook = max(settings.webhook_per_webhook, 1)
@@ -91,7 +86,7 @@ class Engine:
         self.slow = SlowMarks(connection, settings.webhook_queue, settings.webhook_slow_for)
         self._closed = False
         self.recorder = Recorder(self)
-        self._pool = concurrent.futures.ThreadPoolExecutor(self.capacity, thread_name_prefix="attempt")
+        self._executor = concurrent.futures.ThreadPoolExecutor(self.capacity, thread_name_prefix="attempt")
         self._threads = [
             threading.Thread(target=self._dispatch, name="delivery-dispatch", daemon=True),
             threading.Thread(target=self.recorder.run, name="delivery-recorder", daemon=True),
@@ -105,32 +100,7 @@ class Engine:
 
     # ---- RQ threads --------------------------------------------------------------------------------
 
-    def take(self, delivery_id: int, generation: int) -> str:
-        """Claim a delivery (in the calling RQ thread) and put it in its webhook's line; return what happened."""
-        claimed = _reconnecting(_claim, delivery_id, generation, self.settings, False)
-        if isinstance(claimed, str):
-            return claimed
-        delivery, webhook, _ = claimed
-        due = 0.0
-        if delivery.next_attempt is not None:
-            early = (delivery.next_attempt - utcnow()).total_seconds()
-            due = time.time() + early if 0 < early <= 2 else 0.0
-        self._line_up([(delivery, webhook, generation, due)])
-        return "in flight"
-
-    def take_batch(self, deliveries: list) -> list[str]:
-        """Claim a batch job's (delivery id, generation) pairs in two queries and put them in their lines.
-
-        A burst of one receiver's deliveries is taken in at this rate, so it must be cheap: a webhook's
-        new delivery queues behind it in RQ. Anything unusual goes through take(), one by one.
-        """
-        wanted = dict(deliveries)
-        claimed, rest = _reconnecting(claims.claim_batch, wanted, self.settings)
-        outcomes = [self.take(delivery_id, wanted[delivery_id]) for delivery_id in rest]
-        self._line_up([(delivery, delivery.webhook, delivery.generation, 0.0) for delivery in claimed])
-        return outcomes + ["in flight"] * len(claimed)
-
-    def _line_up(self, entries: list[tuple]) -> None:
+    def line_up(self, entries: list[tuple]) -> None:
         """Put claimed (delivery, webhook, generation, due) at the end of their webhooks' lines, each due no
         earlier than the paced slot it reserves."""
         per_webhook = collections.Counter(webhook.id for _, webhook, _, _ in entries)
@@ -146,7 +116,7 @@ class Engine:
                 if webhook.id not in self._lines:
                     self._lines[webhook.id] = collections.deque()
                     self._turns.append(webhook.id)
-                _enter(self._lines[webhook.id], _Item(delivery, generation, max(due, clock + wait) if wait > 0 else due, lease))
+                _enter(self._lines[webhook.id], Item(delivery, generation, max(due, clock + wait) if wait > 0 else due, lease))
                 self._held += 1
             self._cond.notify_all()
 
@@ -182,7 +152,7 @@ class Engine:
                     continue
                 self._running[webhook_id] += 1
                 self._in_flight += 1
-                self._pool.submit(self._attempt, item, self._hooks[webhook_id])
+                self._executor.submit(self._attempt, item, self._hooks[webhook_id])
             if not line:
                 del self._lines[webhook_id]
         # The next round starts after the last webhook served in this one.
@@ -191,20 +161,11 @@ class Engine:
 
     # ---- pool threads ------------------------------------------------------------------------------
 
-    def _attempt(self, item: _Item, webhook: Webhook) -> None:
+    def _attempt(self, item: Item, webhook: Webhook) -> None:
         """Make one attempt (no database here) and pass its outcome to the recorder."""
         started = utcnow()
         try:
-            body = item.delivery.stored_event.body.encode()
-            sent = signed_headers(item.delivery.event, item.delivery.uuid, webhook.uuid, body, signing_secrets(webhook, started))
-            result = transport.post(
-                webhook.url,
-                body,
-                sent,
-                timeout=self.settings.webhook_timeout,
-                allow_private=self.settings.webhook_allow_private,
-                ca_bundle=self.settings.webhook_ca_bundle or None,
-            )
+            result = send.send(item.delivery, webhook, self.settings, self.pool, started)
         except Exception as exc:  # a bug must not keep the webhook's slot forever
             log.exception("delivery %s: attempt failed unexpectedly", item.delivery.uuid)
             result = transport.Result(None, f"internal error: {type(exc).__name__}", 0)
@@ -229,13 +190,24 @@ class Engine:
         with self._cond:
             return self._closed and not self._held
 
-    def waiting(self) -> dict[int, list[_Item]]:
+    def waiting(self) -> dict[int, list[Item]]:
         """Return a snapshot of the lines: webhook id -> its waiting items."""
         with self._cond:
             return {webhook_id: list(line) for webhook_id, line in self._lines.items()}
 
-    def refresh(self, hooks: dict[int, Webhook], dropped: set) -> None:
-        """Take the latest reads of waiting webhooks, and drop the waiting items no longer ours to attempt."""
+    def tend(self, unrecorded: list[Item], renewing: bool, soon: float) -> None:
+        """Re-read the webhooks of waiting deliveries and, when renewing, extend the claims that lapse before
+        `soon` (monotonic), with those of `unrecorded`; drop the waiting items no longer ours to attempt."""
+        waiting = self.waiting()
+        if not waiting and not unrecorded:
+            return
+        try:
+            hooks, dropped = claims.tend(waiting, unrecorded, renewing, soon, self.settings)
+            self.database_outage.back()
+        except DATABASE_ERRORS as exc:
+            models.discard_connection()
+            self.database_outage.lost(exc)
+            return
         with self._cond:
             self._hooks.update(hooks)
             self._drop(dropped)
@@ -270,9 +242,7 @@ class Engine:
             claims.hand_back(waiting)
         with self._cond:
             self._cond.wait_for(lambda: not self._held, timeout=wait)
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        if _current is self:
-            install(None)
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-__all__ = ["Engine", "current", "install"]
+__all__ = ["Engine", "Item"]

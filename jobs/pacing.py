@@ -4,7 +4,7 @@ Each attempt reserves the next free slot of its webhook when a worker takes it: 
 apart, kept in Redis as the webhook's next free moment on Redis's own clock (a generic cell rate
 algorithm), so the rate holds for all worker processes on all hosts together and no host's clock
 matters. A burst of 10,000 events thus reaches a receiver spread over 10,000/rate seconds, while the
-waiting deliveries stay claimed in their webhook's line (jobs.inflight), not in a thread.
+waiting deliveries stay claimed in their webhook's line (jobs.lines), not in a thread.
 
 Slots are reserved, never returned: a delivery dropped while it waits (its webhook disabled, the
 process stopped) leaves a gap, which only delays the next one. When Redis does not answer, each

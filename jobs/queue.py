@@ -1,9 +1,10 @@
-"""The RQ queue of delivery jobs: how deliveries become jobs, with their retry schedule.
+"""The RQ queue of delivery jobs: how deliveries become jobs (ids only), with their names and retry schedule.
 
-First attempts travel in batch jobs (jobs.batch.deliver_batch) of up to BATCH_SIZE deliveries:
-RQ's bookkeeping costs more per job than a delivery's POST, so one job per first attempt would
-spend most of a worker's time on RQ. A delivery that needs a retry, or that is handed over
-again mid-round, gets a job of its own (jobs.delivery.deliver) with RQ's Retry for the rest.
+RQ buys distribution: any worker on any host takes the next job. First attempts travel in batch jobs
+(jobs.claims.take_batch) of up to BATCH_SIZE deliveries: RQ's bookkeeping costs more per job than a
+delivery's POST, so one job per first attempt would spend most of a worker's time on RQ. A delivery
+that needs a retry, or that is handed over again mid-round, gets a job of its own (jobs.claims.take)
+with RQ's Retry for the rest. Job ids are deterministic, so the relay's rescue can look a job up.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import redis
 from rq import Queue, Retry
 from rq.job import Job
 
-JOB_FUNCTION = "jobs.delivery.deliver"
-BATCH_FUNCTION = "jobs.batch.deliver_batch"
+JOB_FUNCTION = "jobs.claims.take"
+BATCH_FUNCTION = "jobs.claims.take_batch"
 # Large enough that RQ's per-job cost is small next to the posts, small enough that a relay pass
 # of a burst still spreads over the worker threads.
 BATCH_SIZE = 25

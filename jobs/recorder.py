@@ -1,45 +1,109 @@
-"""The recorder: the one thread of a worker process that writes what attempts in flight came to.
+"""Record: each attempt's outcome written to the database in one transaction, then its retry scheduled.
 
-Pool threads never touch the database; they hand each outcome here. The recorder writes it exactly
-as a lone attempt does (jobs.delivery._record: the attempt log, the next attempt, disabling), gives a
-failed delivery its retry job on RQ's retry queue, and marks a webhook slow when an attempt took
-half the deadline or more. On the side, once a second, it re-reads the webhooks of deliveries still
-waiting in a line (a new url or secret, a disabled webhook) and renews their claims before they
-lapse, so the relay's rescue leaves them alone; so it does for attempts made whose outcome still
-waits to be written (a recorder behind, on a machine short of CPU, must not let a claim lapse and the
-rescue send a delivered event again).
+`record` writes one attempt: its row in the attempt log, the delivery's next state as jobs.retry
+decides it (settled, or pending with its next attempt), and the webhook's health; only the job of
+the delivery's current generation changes the delivery. Once committed, the attempt is counted
+and logged, and a due retry raises AttemptFailed for the caller to schedule (jobs.retry.schedule).
+
+In a worker, one Recorder thread per engine writes every outcome of the engine's attempts: several
+waiting together in one transaction (one commit, one WAL flush), one by one should that fail. It
+also asks the engine, every second, to tend its waiting claims (jobs.lines.Engine.tend), and keeps
+the claims of outcomes not yet written from lapsing. An outcome that cannot be written (the
+database is away) is left to its claim's expiry and the relay's rescue: at least once.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import queue as queues
 import threading
 import time
-from typing import TYPE_CHECKING
-
-import redis
 
 import models
-from jobs import claims, transport
 from jobs import queue as jobs_queue
-from jobs.delivery import DATABASE_ERRORS, AttemptFailed, _conclude, _finish, _reconnecting, _record, _write
-from models.webhooks import FAILED, Webhook
-
-if TYPE_CHECKING:
-    from jobs.inflight import Engine
+from jobs import retry
+from jobs.outages import DATABASE_ERRORS, reconnecting
+from jobs.retry import AttemptFailed
+from jobs.transport import Result
+from models import utcnow
+from models.webhooks import PENDING, Attempt, Delivery
+from riskapi.config import Settings
+from riskapi.observability import metrics
 
 log = logging.getLogger("riskapi.delivery")
+# One line per attempt (configured by `riskapi worker` like the API's request lines).
+attempts = logging.getLogger("riskapi.attempts")
 
 # Outcomes written in one transaction when several wait: one commit (one WAL flush) for them all.
 BATCH = 64
 
 
-class Recorder:
-    """Writes the outcomes of one engine's attempts, and tends the claims of its waiting deliveries."""
+def record(delivery, generation: int, webhook, started, result: Result, settings: Settings, next_job: str | None = None) -> str:
+    """Write an attempt and its consequences in one transaction; return the outcome, or raise AttemptFailed to retry.
 
-    def __init__(self, engine: Engine):
-        self.engine = engine
+    next_job names the RQ job that will make the next attempt, when it is not the delivery's own
+    (jobs.queue.retry_id): the relay's rescue looks that job up.
+    """
+    with models.atomic():
+        written = write(delivery, generation, webhook, started, result, settings, next_job)
+    return conclude(delivery, webhook, result, *written)
+
+
+def write(delivery, generation: int, webhook, started, result: Result, settings: Settings, next_job: str | None):
+    """Write the attempt and its consequences in the caller's transaction; return (outcome, changed, tries, next_attempt)."""
+    tries, now = delivery.tries + 1, utcnow()
+    entry = {"at": started, "status": result.status, "error": retry.error_text(result), "duration_ms": result.duration_ms}
+    Attempt.insert(delivery=delivery.id, **entry).execute()
+    decision = retry.decide(result, webhook.type, tries, list(settings.webhook_retry_delays))
+    next_attempt = None if decision.wait is None else now + datetime.timedelta(seconds=decision.wait)
+    pending = decision.status == PENDING
+    changed = (
+        # batch=None: whatever comes next is the delivery's own job (see jobs.queue), unless named.
+        Delivery.update(
+            status=decision.status,
+            tries=tries,
+            next_attempt=next_attempt,
+            locked_until=None,
+            batch=next_job if pending else None,
+            updated=now,
+        )
+        .where((Delivery.id == delivery.id) & (Delivery.generation == generation))
+        .execute()
+    )
+    if changed:
+        retry.settle_webhook(webhook, decision.outcome, settings, now)
+    return decision.outcome, changed, tries, next_attempt
+
+
+def conclude(delivery, webhook, result: Result, outcome: str, changed: int, tries: int, next_attempt) -> str:
+    """Once the attempt is committed: count and log it; raise AttemptFailed when a retry is due."""
+    observe(delivery, webhook, result, outcome if changed else "superseded", tries)
+    if outcome == "retry" and changed:
+        raise AttemptFailed(
+            f"delivery {delivery.uuid} attempt {tries}: {result.error or result.status}", delivery.uuid, tries, next_attempt
+        )
+    return outcome
+
+
+def observe(delivery, webhook, result: Result, outcome: str, tries: int) -> None:
+    """Count the attempt in the metrics and write its one log line (ids, status, duration; never a secret or body)."""
+    metrics.ATTEMPTS.labels("succeeded" if result.ok else "failed").inc()
+    if outcome == "retry":
+        metrics.RETRIES.inc()
+    elif outcome != "superseded":
+        metrics.SETTLED.labels("succeeded" if outcome == "succeeded" else "failed").inc()
+    if attempts.isEnabledFor(logging.INFO):
+        status = result.status if result.status is not None else "-"
+        fields = {"delivery": str(delivery.uuid), "webhook": str(webhook.uuid), "attempt": tries, "status": status}
+        attempts.info("attempt", extra={"fields": {**fields, "duration_ms": result.duration_ms, "outcome": outcome}})
+
+
+class Recorder:
+    """Writes the outcomes of one engine's attempts, and has it tend the claims of its waiting deliveries."""
+
+    def __init__(self, engine):
+        self.engine = engine  # a jobs.lines.Engine (not imported: it imports this module)
         self.settings = engine.settings
         self.target = jobs_queue.retries(engine.connection, self.settings.webhook_queue)
         self.renew_every = max(min(self.settings.webhook_stale_after / 2, 5.0), 0.2)
@@ -54,43 +118,45 @@ class Recorder:
         self._done.put(outcome)
 
     def run(self) -> None:
-        """Record outcomes as they come; renew waiting claims and re-read their webhooks on the side."""
+        """Record outcomes as they come; every second, have the waiting claims tended on the side."""
         next_renew = next_read = time.monotonic()
         while True:
-            try:
-                done = self._done.get(timeout=0.2)
-            except queues.Empty:
-                done = None
-                if self.engine.finished():
-                    break
-            if done is not None:
-                batch = [done]
-                while len(batch) < BATCH:
-                    try:
-                        batch.append(self._done.get_nowait())
-                    except queues.Empty:
-                        break
-                if len(batch) > 1:
-                    self._settle_all(batch)
-                else:
-                    self._settle(*done)
+            batch = self._next_batch()
+            if batch is None and self.engine.finished():
+                break
+            if batch and len(batch) > 1:
+                self._settle_all(batch)
+            elif batch:
+                self._settle(*batch[0])
             now = time.monotonic()
             if now >= next_read:
-                next_read = now + 1.0
-                renewing = now >= next_renew
+                next_read, renewing = now + 1.0, now >= next_renew
                 if renewing:
                     next_renew = now + self.renew_every
                 self._tend(renewing)
         models.discard_connection()
 
-    def _settle(self, item, webhook: Webhook, started, result: transport.Result) -> None:
+    def _next_batch(self) -> list | None:
+        """Wait up to 0.2 s for an outcome; return it with those waiting behind it (up to BATCH), or None."""
+        try:
+            batch = [self._done.get(timeout=0.2)]
+        except queues.Empty:
+            return None
+        while len(batch) < BATCH:
+            try:
+                batch.append(self._done.get_nowait())
+            except queues.Empty:
+                break
+        return batch
+
+    def _settle(self, item, webhook, started, result: Result) -> None:
         delivery = item.delivery
         name = jobs_queue.retry_id(delivery.uuid, item.generation, delivery.tries + 1)
         try:
-            _reconnecting(_record, delivery, item.generation, webhook, started, result, self.settings, name)
+            reconnecting(record, delivery, item.generation, webhook, started, result, self.settings, name)
             self.engine.database_outage.back()
         except AttemptFailed as failed:
-            self._schedule(delivery.id, item.generation, failed, name)
+            retry.schedule(self.target, delivery.id, item.generation, failed, self.settings, name)
         except DATABASE_ERRORS as exc:
             # Unrecorded: the claim expires and the relay's rescue hands the delivery back (at least once).
             self.engine.database_outage.lost(exc)
@@ -108,7 +174,7 @@ class Recorder:
                 for item, webhook, started, result in batch:
                     name = jobs_queue.retry_id(item.delivery.uuid, item.generation, item.delivery.tries + 1)
                     args = (item.delivery, item.generation, webhook, started, result, self.settings, name)
-                    written.append((name, _write(*args)))
+                    written.append((name, write(*args)))
         except Exception:  # noqa: BLE001 - nothing was committed: each outcome gets its own try (and reconnection) below
             for outcome in batch:
                 self._settle(*outcome)
@@ -116,13 +182,13 @@ class Recorder:
         self.engine.database_outage.back()
         for (item, webhook, _started, result), (name, outcome) in zip(batch, written, strict=True):
             try:
-                _conclude(item.delivery, webhook, result, *outcome)
+                conclude(item.delivery, webhook, result, *outcome)
             except AttemptFailed as failed:
-                self._schedule(item.delivery.id, item.generation, failed, name)
+                retry.schedule(self.target, item.delivery.id, item.generation, failed, self.settings, name)
             finally:
                 self._after(item, webhook, result)
 
-    def _after(self, item, webhook: Webhook, result: transport.Result) -> None:
+    def _after(self, item, webhook, result: Result) -> None:
         """Let go of a settled outcome, and mark its webhook slow when the attempt took half the deadline."""
         with self._lock:
             self._unrecorded.discard(item)
@@ -130,56 +196,13 @@ class Recorder:
         if result.duration_ms >= self.settings.webhook_timeout * 500:
             self.engine.slow.mark(webhook.id)
 
-    def _schedule(self, delivery_id: int, generation: int, failed: AttemptFailed, name: str) -> None:
-        try:
-            jobs_queue.schedule_retry(
-                self.target,
-                failed.delivery_uuid,
-                delivery_id,
-                generation,
-                failed.tries,
-                failed.next_attempt,
-                self.settings.webhook_retry_delays,
-                self.settings.webhook_timeout,
-                name,
-            )
-        except (redis.RedisError, OSError) as exc:
-            # The database says when the next attempt is due; with no job to make it, rescue will.
-            log.warning("%s; retry not scheduled (%s): the relay's rescue will hand it back", failed, exc)
-            return
-        log.info("%s; retry scheduled", failed)
-
     def _tend(self, renewing: bool) -> None:
-        """Re-read the webhooks of waiting deliveries and, when renewing, extend their claims and those of
-        the outcomes still to write."""
-        waiting = self.engine.waiting()
+        """Have the engine re-read its waiting webhooks and renew lapsing claims, with those of outcomes still to write."""
         # Outcomes still to write are looked at every time (each second): their claims have little left.
         soon = time.monotonic() + 2 * self.renew_every + self.settings.webhook_timeout + 1
         with self._lock:
             unrecorded = [item for item in self._unrecorded if item.lease < soon]
-        if not waiting and not unrecorded:
-            return
-        try:
-            models.db.connect(reuse_if_open=True)
-            hooks = {hook.id: hook for hook in Webhook.select().where(Webhook.id.in_(list(waiting)))} if waiting else {}
-            gone = [item for webhook_id, items in waiting.items() if webhook_id not in hooks for item in items]
-            disabled = [item for webhook_id, items in waiting.items() if hooks.get(webhook_id) and hooks[webhook_id].disabled
-                        for item in items]  # fmt: skip
-            for item in disabled:  # as a claim of a disabled webhook's delivery does
-                _finish(item.delivery, item.generation, FAILED)
-            lapsing = list(unrecorded)
-            if renewing:
-                # Only claims that would lapse before the next renewal but one: fewer writes for a long line.
-                lapsing += [item for items in waiting.values() for item in items if item.lease < soon]
-            if lapsing:
-                dropping = set(disabled)
-                gone += claims.renew([item for item in lapsing if item not in dropping], self.settings)
-            self.engine.database_outage.back()
-        except DATABASE_ERRORS as exc:
-            models.discard_connection()
-            self.engine.database_outage.lost(exc)
-            return
-        self.engine.refresh(hooks, set(gone) | set(disabled))
+        self.engine.tend(unrecorded, renewing, soon)
 
 
-__all__ = ["Recorder"]
+__all__ = ["BATCH", "Recorder", "conclude", "observe", "record", "write"]

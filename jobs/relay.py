@@ -31,8 +31,7 @@ import redis
 import models
 from jobs import queue as jobs_queue
 from jobs import retention
-from jobs.broker import Backoff, Outage
-from jobs.delivery import DATABASE_ERRORS
+from jobs.outages import DATABASE_ERRORS, Backoff, Outage
 from models import utcnow
 from models.webhooks import PENDING, Delivery
 from riskapi.config import Settings

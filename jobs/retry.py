@@ -1,55 +1,107 @@
-"""The batch job: the first attempts of up to jobs.queue.BATCH_SIZE deliveries.
+"""Retry or give up: what follows a failed attempt, decided as data, then the job of the next attempt.
 
-In a worker, each delivery is claimed here and attempted by the process's jobs.inflight.Engine,
-beside the others; without one, `jobs.delivery.attempt` makes it here. Either way it is exactly as in
-a job of its own (generation check, claim, attempt log, same Service-Delivery id and signed bytes);
-the batch only saves RQ's per-job bookkeeping. A delivery whose attempt failed gets a job of its own, due when the database
-says its next attempt is, with RQ's Retry for the ones after. What the batch leaves unsettled
-(it failed, or its worker died) still carries the batch's id, and the relay's rescue hands it back.
+`decide` is pure: from the attempt's result, the webhook's type, how many attempts were made and the
+retry delays, it says whether the delivery succeeded, waits for another attempt (and how long:
+`next_delay`, which honours a receiver's Retry-After within bounds) or failed for good. The budget
+is the delivery row's `tries` against RISKAPI_WEBHOOK_RETRY_DELAYS. `settle_webhook` applies a final
+outcome to the webhook (its failure count; disabled after too many, or at once on Zapier's 410), and
+`schedule` gives a retry the RQ job that will make it, under a deterministic id (jobs.queue.retry_id).
 """
 
 from __future__ import annotations
 
-import collections
 import logging
+from typing import NamedTuple
 
-import peewee
 import redis
-from rq import get_current_job
 
-import models
-from jobs import inflight
 from jobs import queue as jobs_queue
-from jobs.delivery import AttemptFailed, attempt, worker_settings
+from jobs.transport import Result
+from models.webhooks import FAILED, PENDING, SUCCEEDED, Webhook
+from riskapi.config import Settings
+from riskapi.observability import metrics
 
 log = logging.getLogger("riskapi.delivery")
 
-
-def deliver_batch(deliveries: list) -> str:
-    """RQ entry point: attempt each (delivery id, generation) in turn; return a summary."""
-    models.db.connect(reuse_if_open=True)
-    settings = worker_settings()
-    job = get_current_job()
-    target = jobs_queue.retries(job.connection, worker_settings().webhook_queue) if job is not None else None
-    outcomes: collections.Counter = collections.Counter()
-    engine = inflight.current()
-    if engine is not None:  # claimed here, attempted beside the other deliveries in flight
-        outcomes.update(engine.take_batch([tuple(pair) for pair in deliveries]))
-        deliveries = []
-    for delivery_id, generation in deliveries:
-        try:
-            outcomes[attempt(delivery_id, generation, settings)] += 1
-        except AttemptFailed as failed:
-            _retry(target, delivery_id, generation, failed, settings)
-            outcomes["retry"] += 1
-        except (peewee.OperationalError, peewee.InterfaceError):
-            # A broken connection: the next job opens a new one; the rest of the batch is rescued.
-            models.db.close()
-            raise
-    return ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items()))
+# A receiver's Retry-After is honoured between these bounds (seconds): never hammered, never parked for days.
+RETRY_AFTER_MIN = 1.0
+RETRY_AFTER_CAP = 3600.0
+ZAPIER_GONE = 410
 
 
-def _retry(target, delivery_id: int, generation: int, failed: AttemptFailed, settings) -> None:
+class AttemptFailed(Exception):
+    """An attempt failed and another one is due: RQ's Retry takes it from here (in a batch or in the
+    engine, a job of the delivery's own, scheduled with what this carries)."""
+
+    def __init__(self, message: str, delivery_uuid=None, tries: int = 0, next_attempt=None):
+        super().__init__(message)
+        self.delivery_uuid = delivery_uuid
+        self.tries = tries
+        self.next_attempt = next_attempt
+
+
+class Decision(NamedTuple):
+    """What follows an attempt: the outcome logged, the delivery's new status, and seconds until the next attempt."""
+
+    outcome: str
+    status: str
+    wait: float | None
+
+
+def pause(retry_after: float) -> float:
+    """Return how long a receiver's Retry-After is honoured: within RETRY_AFTER_MIN and RETRY_AFTER_CAP."""
+    return min(max(retry_after, RETRY_AFTER_MIN), RETRY_AFTER_CAP)
+
+
+def next_delay(tries: int, delays: list[float], retry_after: float | None = None) -> float | None:
+    """Return the seconds before the attempt after attempt `tries` failed, or None once the budget is spent."""
+    if tries > len(delays):
+        return None
+    return pause(retry_after) if retry_after is not None else delays[tries - 1]
+
+
+def decide(result: Result, webhook_type: str, tries: int, delays: list[float]) -> Decision:
+    """Decide what follows attempt `tries`: success, another attempt (and when), or failure."""
+    if result.ok:
+        return Decision("succeeded", SUCCEEDED, None)
+    if webhook_type == "zapier" and result.status == ZAPIER_GONE:
+        return Decision("gone: webhook disabled", FAILED, None)
+    wait = next_delay(tries, delays, result.retry_after)
+    return Decision("retry", PENDING, wait) if wait is not None else Decision("failed", FAILED, None)
+
+
+def error_text(result: Result) -> str | None:
+    """Return the attempt log's error of a result: a Retry-After is logged with the wait it was given."""
+    if result.retry_after is None:
+        return result.error
+    waited = pause(result.retry_after)
+    return f"Retry-After {result.retry_after:g} s" + (f" (waiting {waited:g} s)" if waited != result.retry_after else "")
+
+
+def settle_webhook(webhook, outcome: str, settings: Settings, now) -> None:
+    """Reset or count the webhook's consecutive failures; disable it when it must be."""
+    if outcome == "succeeded":
+        if webhook.failures:
+            Webhook.update(failures=0).where(Webhook.id == webhook.id).execute()
+    elif outcome.startswith("gone"):
+        Webhook.update(disabled=now, updated=now).where((Webhook.id == webhook.id) & Webhook.disabled.is_null()).execute()
+        metrics.DISABLED.inc()
+        log.warning("webhook %s answered 410 Gone: disabled", webhook.uuid)
+    elif outcome == "failed":
+        Webhook.update(failures=Webhook.failures + 1).where(Webhook.id == webhook.id).execute()
+        limit = settings.webhook_failure_limit
+        disabled = (
+            Webhook.update(disabled=now, updated=now)
+            .where((Webhook.id == webhook.id) & Webhook.disabled.is_null() & (Webhook.failures >= limit))
+            .execute()
+        )
+        if disabled:
+            metrics.DISABLED.inc()
+            log.warning("webhook %s failed %d deliveries in a row: disabled", webhook.uuid, limit)
+
+
+def schedule(target, delivery_id: int, generation: int, failed: AttemptFailed, settings: Settings, name=None) -> None:
+    """Give a delivery whose attempt failed a job of its own, due when the database says; without Redis, leave it to rescue."""
     if target is None:
         log.warning("%s; no queue to schedule the retry on: the relay's rescue will hand it back", failed)
         return
@@ -63,12 +115,13 @@ def _retry(target, delivery_id: int, generation: int, failed: AttemptFailed, set
             failed.next_attempt,
             settings.webhook_retry_delays,
             settings.webhook_timeout,
+            name,
         )
-    except redis.RedisError as exc:
+    except (redis.RedisError, OSError) as exc:
         # The database says when the next attempt is due; with no job to make it, rescue will.
         log.warning("%s; retry not scheduled (%s): the relay's rescue will hand it back", failed, exc)
         return
     log.info("%s; retry scheduled", failed)
 
 
-__all__ = ["deliver_batch"]
+__all__ = ["AttemptFailed", "Decision", "decide", "error_text", "next_delay", "pause", "schedule", "settle_webhook"]

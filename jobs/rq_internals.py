@@ -2,7 +2,8 @@
 
 RQ 2 has no public hook for what jobs.worker needs: a worker in a helper thread that installs no
 signal handlers, a scheduler of its own class, a warm stop asked for without a signal (or a Redis),
-a lost Redis waited out quietly by the pubsub thread, and a look at the scheduler's process.
+a lost Redis waited out quietly by the pubsub thread, a look at the scheduler's process, and a job
+that is handed the worker's engine (EngineJob) rather than finding it in a module global.
 tests/test_rq_internals.py pins each behaviour relied on here, so an RQ upgrade that changes one
 fails there, in one place.
 """
@@ -10,10 +11,13 @@ fails there, in one place.
 from __future__ import annotations
 
 from rq import SimpleWorker
+from rq.job import Job
 from rq.scheduler import RQScheduler
 
 __all__ = [
+    "EngineJob",
     "HookedWorker",
+    "engine_job",
     "forget_scheduler_process",
     "install_scheduler_signal_handlers",
     "scheduler_process",
@@ -21,11 +25,35 @@ __all__ = [
 ]
 
 
+def engine_job(func):
+    """Mark a job function that takes the worker's engine as its `engine` keyword (see EngineJob)."""
+    func.takes_engine = True
+    return func
+
+
+class EngineJob(Job):
+    """An RQ job that passes its worker's engine to a function marked by engine_job (the worker sets `engine`)."""
+
+    engine = None
+
+    def _execute(self):
+        if self.engine is not None and getattr(self.func, "takes_engine", False):
+            return self.func(*self.args, engine=self.engine, **self.kwargs)
+        return super()._execute()
+
+
 class HookedWorker(SimpleWorker):
     """SimpleWorker whose private hooks are overridden and read under public names."""
 
     # False in a helper thread: signal.signal() works only in the main thread.
     installs_signal_handlers = True
+    job_class = EngineJob
+    engine = None  # handed to every job this worker performs
+
+    def execute_job(self, job, queue):
+        """Hand the worker's engine to the job, then perform it as RQ does."""
+        job.engine = self.engine
+        return super().execute_job(job, queue)
 
     @property
     def stop_requested(self) -> bool:

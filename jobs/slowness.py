@@ -3,7 +3,7 @@
 An attempt that took half the deadline or more marks its webhook slow for RISKAPI_WEBHOOK_SLOW_FOR
 seconds: here at once, and for the other processes as a Redis key with that TTL, which each process
 asks about at most once a second per webhook. A slow webhook gets one attempt in flight per process
-(jobs.inflight), so a receiver that stopped answering cannot fill a worker's pool.
+(jobs.lines), so a receiver that stopped answering cannot fill a worker's pool.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ an attacker: it refuses internal addresses (SSRF), pins the connection to
 the address it checked (no DNS rebinding between check and connect), never
 follows redirects, caps how much it reads, and enforces one total deadline
 so a slow-dripping receiver cannot hold a worker hostage. A connection the
-receiver keeps open is kept for the next attempt to it (jobs.connections).
+receiver keeps open is kept for the next attempt to it, in the pool passed in (jobs.connections).
 """
 
 from __future__ import annotations
@@ -225,8 +225,9 @@ def post(
     timeout: float = 5.0,
     allow_private: bool = False,
     ca_bundle: str | None = None,
+    pool: connections.Pool | None = None,
 ) -> Result:
-    """POST body to an https URL within timeout seconds and report the outcome."""
+    """POST body to an https URL within timeout seconds and report the outcome; keep the connection in pool if given."""
     _check_arguments(body, timeout)
     started = time.monotonic()
     deadline = _Deadline(timeout)
@@ -236,7 +237,7 @@ def post(
     try:
         host, port, target = prepare(url)
         key = connections.Key(host, port, ca_bundle, allow_private)
-        tls, opened, response = _exchange(key, target, body, headers, deadline)
+        tls, opened, response = _exchange(pool, key, target, body, headers, deadline)
         complete = _drain(response, tls, deadline)
         status = response.status
         if status in PUSHBACK:
@@ -251,8 +252,8 @@ def post(
         if response is not None:
             response.close()
         if tls is not None:
-            if keep and not deadline.fired:
-                connections.POOL.give(key, tls, opened)
+            if keep and pool is not None and not deadline.fired:
+                pool.give(key, tls, opened)
             else:
                 tls.close()
     return Result(status, error, round((time.monotonic() - started) * 1000), retry_after)
@@ -263,10 +264,10 @@ _STALE = (ConnectionError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
 
 
 def _exchange(
-    key: connections.Key, target: str, body: bytes, headers: dict, deadline: _Deadline
+    pool: connections.Pool | None, key: connections.Key, target: str, body: bytes, headers: dict, deadline: _Deadline
 ) -> tuple[ssl.SSLSocket, float, http.client.HTTPResponse]:
     """Send the POST on a kept connection to the receiver, or a new one; return it, when it opened, and the response."""
-    kept = connections.POOL.take(key)
+    kept = pool.take(key) if pool is not None else None
     if kept is not None:
         tls, opened = kept
         try:

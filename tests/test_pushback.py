@@ -4,7 +4,7 @@ import datetime
 import email.utils
 import time
 
-from jobs.delivery import RETRY_AFTER_CAP
+from jobs.retry import RETRY_AFTER_CAP
 from tests.receiver import Reply
 from tests.support import make_webhook
 from tests.webhook_support import add_driver, settled, wait_until

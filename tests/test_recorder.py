@@ -8,7 +8,7 @@ import redis
 
 import models
 from jobs import claims, transport
-from jobs.inflight import Engine, _Item
+from jobs.lines import Engine, Item
 from models import utcnow
 from models.webhooks import PENDING, SUCCEEDED, Attempt, Delivery, Webhook, pack_events
 from riskapi.webhooks import outbox
@@ -35,7 +35,7 @@ def claim(db_tenant, database, engine):
             outbox.record(agency, "x.y", [{"n": n} for n in range(count)])
         rows = list(Delivery.select().where(Delivery.webhook == webhook.id).order_by(Delivery.id))[-count:]
         delivered, _ = claims.claim_batch({row.id: row.generation for row in rows}, engine.settings)
-        return [(_Item(d, d.generation, due=0.0, lease=time.monotonic()), webhook) for d in sorted(delivered, key=lambda d: d.id)]
+        return [(Item(d, d.generation, due=0.0, lease=time.monotonic()), webhook) for d in sorted(delivered, key=lambda d: d.id)]
 
     return make
 

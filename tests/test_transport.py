@@ -9,10 +9,13 @@ import time
 
 import pytest
 
+from jobs.connections import Pool
 from jobs.transport import MAX_RESPONSE_BYTES, Result, is_allowed_address, post
 from tests.receiver import Receiver, Reply
 
 BODY = b'{"event":"risk.updated","score":0.73}'
+# Kept connections, as a worker's engine holds them (each receiver has its own port, so its own keys).
+POOL = Pool()
 
 
 @pytest.fixture
@@ -26,6 +29,7 @@ def deliver(rx: Receiver, *, timeout: float = 2.0, url: str | None = None, **kwa
     """POST BODY to the receiver, trusting its CA and allowing loopback."""
     kwargs.setdefault("allow_private", True)
     kwargs.setdefault("ca_bundle", rx.ca_path)
+    kwargs.setdefault("pool", POOL)
     return post(url or rx.url, BODY, kwargs.pop("headers", {}), timeout=timeout, **kwargs)
 
 

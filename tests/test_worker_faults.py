@@ -23,7 +23,7 @@ import pytest
 import redis
 
 import models
-from jobs import delivery, transport
+from jobs import claims, transport
 from jobs.relay import Relay
 from riskapi.process.serve import stop_process_group
 from riskapi.webhooks.signing import verify
@@ -234,9 +234,9 @@ def test_a_delivery_attempt_outlives_its_database_connection_being_cut(server, c
     with models.db.connection_context():
         row = Delivery.select().join(Webhook).where(Webhook.uuid == hook["uuid"]).get()
     settings = dataclasses.replace(
-        delivery.worker_settings(), webhook_ca_bundle=receiver.ca_path, webhook_allow_private=True, webhook_timeout=5.0
+        claims.worker_settings(), webhook_ca_bundle=receiver.ca_path, webhook_allow_private=True, webhook_timeout=5.0
     )
-    monkeypatch.setattr(delivery, "worker_settings", lambda: settings)
+    monkeypatch.setattr(claims, "worker_settings", lambda: settings)
     post = transport.post
 
     def post_then_cut(*args, **kwargs):
@@ -248,7 +248,7 @@ def test_a_delivery_attempt_outlives_its_database_connection_being_cut(server, c
     models.db.connect(reuse_if_open=True)
     models.db.connection().close()  # before the claim, behind peewee's back, as a server-side cut looks
     try:
-        assert delivery.deliver(row.id, row.generation) == "succeeded"
+        assert claims.take(row.id, row.generation) == "succeeded"
     finally:
         models.discard_connection()
     assert len(receiver.requests) == 1

@@ -16,7 +16,7 @@ import psutil
 import redis
 
 import models
-from jobs.broker import EmbeddedRedis
+from jobs.embedded_redis import EmbeddedRedis
 from riskapi.process.serve import stop_process_group
 from tests.support import items, wait_until
 

@@ -16,12 +16,16 @@ import sys
 import tempfile
 import threading
 import time
+import types
+from collections.abc import Callable
+from typing import Any
 
 import uvicorn
 
 import models
 import spec
-from jobs.broker import Backoff, EmbeddedRedis, die_with_parent
+from jobs.embedded_redis import EmbeddedRedis, die_with_parent
+from jobs.outages import Backoff
 from riskapi.config import Settings
 from riskapi.process import sockets as listener
 
@@ -97,7 +101,7 @@ def _greet(host: str, port: int) -> None:
         )
 
 
-def _exit_on_signal(signum, frame):
+def _exit_on_signal(signum: int, frame: types.FrameType | None) -> None:
     # Once: a second SIGTERM (a service manager and a process group both sending one) must not cut the
     # orderly stop of the children short.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -107,11 +111,16 @@ def _exit_on_signal(signum, frame):
 class Child:
     """A process `serve` keeps running: started again with backoff (1 s doubling to 30 s) whenever it exits."""
 
-    def __init__(self, name: str, start, stop):
+    def __init__(
+        self,
+        name: str,
+        start: Callable[[], subprocess.Popen[Any] | None],
+        stop: Callable[[subprocess.Popen[Any]], None],
+    ) -> None:
         self.name = name
-        self._start = start  # () -> subprocess.Popen
-        self._stop = stop  # (Popen) -> None: stop it if it runs, reap it, clean up after it
-        self.process: subprocess.Popen | None = None
+        self._start = start
+        self._stop = stop  # stop it if it runs, reap it, clean up after it
+        self.process: subprocess.Popen[Any] | None = None
         self.backoff = Backoff(1.0, 30.0)
         self.started = 0.0
         self.due = 0.0  # when to start it next (monotonic)
@@ -152,7 +161,7 @@ class Child:
 class Supervisor:
     """Starts serve's children, starts again any that exits, and stops them all (in reverse order) on stop().
 
-    All of it happens in one thread of its own: Linux's parent-death signal (jobs.broker.die_with_parent)
+    All of it happens in one thread of its own: Linux's parent-death signal (jobs.embedded_redis.die_with_parent)
     follows the thread that forked a child, so that thread must outlive every child it starts.
     """
 
@@ -253,7 +262,7 @@ def _wait_for_group(group: int, timeout: float) -> None:
 
 def work(settings: Settings, burst: bool = False) -> None:
     """Run the outbox relay and a delivery worker (with RQ's scheduler) against REDIS_URL."""
-    from jobs import broker, worker
+    from jobs import embedded_redis, worker
 
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     if not settings.redis_url:
@@ -270,8 +279,8 @@ def work(settings: Settings, burst: bool = False) -> None:
         _serve_worker_metrics(settings)
     worker.run(
         settings,
-        broker.connect(settings.redis_url),
-        broker.connect(settings.redis_url),
+        embedded_redis.connect(settings.redis_url),
+        embedded_redis.connect(settings.redis_url),
         burst=burst,
         threads=settings.webhook_worker_threads,
     )
