@@ -11,7 +11,7 @@ from connexion import context
 
 import spec
 from handlers import settings
-from models.tenancy import Risk
+from models.tenancy import AppKey, Risk
 from riskapi.api import precognition
 from riskapi.exceptions import ApiError
 from riskapi.services import bulk_write as writes
@@ -60,8 +60,6 @@ def body() -> tuple:
 def cursor_secret() -> bytes:
     """Return the key that signs cursors, shared by every process."""
     if not _SECRET:
-        from models.tenancy import AppKey
-
         configured = settings().secret_key
         _SECRET.append((configured or AppKey.get_or_make("cursor")).encode())
     return _SECRET[0]

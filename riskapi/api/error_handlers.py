@@ -8,6 +8,7 @@ import peewee
 from connexion.lifecycle import ConnexionResponse
 from starlette.exceptions import HTTPException
 
+import spec
 from riskapi.api import precognition
 from riskapi.exceptions import ApiError, ValidationFailed
 
@@ -42,9 +43,7 @@ def _on_validation(request, exc: ValidationFailed):
 def _on_api_error(request, exc: ApiError):
     headers = {}
     if exc.status == 405:
-        from spec import allowed_methods
-
-        headers["Allow"] = ", ".join(allowed_methods(request.url.path))
+        headers["Allow"] = ", ".join(spec.allowed_methods(request.url.path))
     return json_response(exc.status, {"message": exc.message, "status": exc.status}, headers)
 
 
@@ -69,9 +68,7 @@ def _on_problem(request, exc):
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
     if status == 405:
-        from spec import allowed_methods
-
-        headers["Allow"] = ", ".join(allowed_methods(request.url.path))
+        headers["Allow"] = ", ".join(spec.allowed_methods(request.url.path))
     return json_response(status, {"message": message, "status": status}, headers)
 
 

@@ -149,9 +149,7 @@ class RoutedOnlyMiddleware:
     async def __call__(self, scope, receive, send):
         routing = scope.get("extensions", {}).get("connexion_routing", {})
         if scope["type"] == "http" and not routing.get("operation_id"):
-            from spec import allowed_methods
-
-            methods = allowed_methods(scope["path"])
+            methods = spec.allowed_methods(scope["path"])
             if methods and scope["method"] not in methods:
                 raise ApiError(405, "The method is not allowed for this URL.")
             raise ApiError(404, "Not found.")

@@ -16,6 +16,9 @@ import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess
 from prometheus_client.core import GaugeMetricFamily
 
+from models import live_connection, utcnow
+from models.webhooks import PENDING, Delivery
+
 log = logging.getLogger("riskapi")
 
 REQUESTS = Counter("riskapi_requests", "HTTP requests answered, by operationId and status.", ["operation", "status"])
@@ -44,9 +47,6 @@ class Backlog:
         self.redis_url, self.queue = redis_url, queue
 
     def collect(self):
-        from models import live_connection, utcnow
-        from models.webhooks import PENDING, Delivery
-
         lag = GaugeMetricFamily("riskapi_outbox_lag_seconds", "Age of the oldest delivery not yet handed to RQ (0: none).")
         try:
             with live_connection():

@@ -8,6 +8,7 @@ import peewee
 
 import spec
 from models import timestamp
+from models.risk_data import KINDS
 
 
 def value(stored):
@@ -138,8 +139,6 @@ def _embedded(model, name: str, rows: list[dict]) -> dict:
         key, wanted = target.id, [row[name] for row in rows]
     else:
         # The related object names the row (an address its driver).
-        from models.risk_data import KINDS
-
         target = KINDS[name]
         key = next(f for f in target._meta.refs if f.rel_model is model)
         wanted = [row["id"] for row in rows]
