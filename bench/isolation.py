@@ -14,7 +14,7 @@ import time
 
 import models
 from riskapi.webhooks import outbox, signing
-from tests.conftest import items, make_tenant
+from toolkit.tenants import items, make_tenant
 
 SLOW_REPLY = 10.0  # seconds the slow receiver takes, as in issue 9
 

@@ -1,4 +1,4 @@
-"""Run the whole benchmark: seed, serve both sides, print the three figures (`python bench/run.py -h`)."""
+"""Run the whole benchmark: seed, serve both sides, print the three figures (`python -m bench.run -h`)."""
 
 import argparse
 import os
@@ -7,14 +7,11 @@ import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench import figures, load, seed, servers  # noqa: E402
-from bench.client import Client  # noqa: E402
+from bench import figures, load, seed, servers
+from bench.client import Client
 from riskapi.config import Settings
+from toolkit.serving import free_port
 
 AIMS = {"throughput": 0.6, "depth": 1.3, "bulk": 3.0}
 
@@ -98,7 +95,7 @@ def run(args, workdir: str) -> dict:
     seeded = seed.seed(url, args.drivers)
     print(f"seeded {seeded.drivers} drivers in {time.perf_counter() - started:.1f} s ({url.split('://')[0]})")
     env, path = {"DATABASE_URL": url}, f"/api/v1/risks/{seeded.risk_uuid}/data/drivers"
-    ports = servers.free_port(), servers.free_port()
+    ports = free_port(), free_port()
     service = servers.Server("service", servers.service_argv(ports[0], args.processes), env, ports[0], workdir)
     baseline_argv = servers.baseline_argv(ports[1], args.processes, args.baseline_server)
     baseline = servers.Server("baseline", baseline_argv, env, ports[1], workdir)
@@ -120,7 +117,7 @@ def metrics_cost(args, workdir: str) -> dict:
     # As under `riskapi serve`: one multiprocess directory for the service's processes.
     counted = {"DATABASE_URL": url, "RISKAPI_METRICS": "1", "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(dir=workdir)}
     plain = {"DATABASE_URL": url, "RISKAPI_METRICS": "0"}
-    ports = servers.free_port(), servers.free_port()
+    ports = free_port(), free_port()
     sides = [
         servers.Server("metrics", servers.service_argv(ports[0], args.processes), counted, ports[0], workdir),
         servers.Server("none", servers.service_argv(ports[1], args.processes), plain, ports[1], workdir),

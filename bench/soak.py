@@ -1,7 +1,7 @@
 """Soak: mixed traffic on `riskapi serve` while webhook deliveries flow (`python -m bench.soak -h`).
 
 `--connections` connections (32) for `--seconds` (60) across 2 agencies, each with one risk profile and a
-webhook subscribed to driver.created/updated/deleted that points at a local HTTPS receiver (tests/receiver.py,
+webhook subscribed to driver.created/updated/deleted that points at a local HTTPS receiver (toolkit/receiver.py,
 throw-away CA, keep-alive) run in a process of its own. The load (aiohttp, asyncio) mixes filtered lists
 following next_page_url, creates of 1-20 drivers, PATCHes and DELETEs of drivers created earlier. Then it
 waits (up to --drain seconds) for every expected delivery.
@@ -34,17 +34,17 @@ from queue import Empty
 from typing import NamedTuple
 from urllib.parse import urlencode
 
-ROOT = Path(__file__).resolve().parent.parent
-if __package__ in (None, ""):
-    sys.path.insert(0, str(ROOT))
+import aiohttp
+import httpx
+import orjson
+import psutil
+from yarl import URL
 
-import aiohttp  # noqa: E402
-import httpx  # noqa: E402
-import orjson  # noqa: E402
-import psutil  # noqa: E402
-from yarl import URL  # noqa: E402
-
-from bench import seed, servers  # noqa: E402
+from bench import seed, servers
+from toolkit import ROOT
+from toolkit.receiver import Receiver
+from toolkit.serving import free_port
+from toolkit.workers import delete_queue
 
 EVENTS = ["driver.created", "driver.updated", "driver.deleted"]
 POSTGRES, SOAK_DB = "postgresql://postgres@127.0.0.1:5432", "riskapi_soak"
@@ -222,8 +222,6 @@ def _receive(records, control, stop) -> None:
     """The receiver process: answer 200 to every request, put each on records as a Delivery's fields (a tuple).
 
     control gets (url, CA path) once serving, and the number of TLS connections accepted once stop is set."""
-    from tests.receiver import Receiver
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent decides when to stop.
 
     def record(request) -> int:
@@ -240,7 +238,7 @@ def _receive(records, control, stop) -> None:
 
 
 class Receiving:
-    """tests/receiver.py's Receiver(keep_alive=True) in a process of its own: its TLS handshakes then use neither
+    """toolkit/receiver.py's Receiver(keep_alive=True) in a process of its own: its TLS handshakes then use neither
     the load's GIL nor its CPU time. `requests` holds the Deliveries drained from its queue so far."""
 
     def __init__(self):
@@ -345,7 +343,7 @@ def soak(args, work: Path) -> bool:
     url = database(args, work)
     print(f"database: {url.split('://')[0]} ({url.rsplit('/', 1)[-1]})")
     tenants = [Tenant(url, f"soak {n}") for n in (1, 2)]
-    queue, port = f"soak-{uuid.uuid4().hex[:8]}", servers.free_port()
+    queue, port = f"soak-{uuid.uuid4().hex[:8]}", free_port()
     with Receiving() as receiver:
         env = {"DATABASE_URL": url, "REDIS_URL": args.redis_url or "", "RISKAPI_WEBHOOK_QUEUE": queue,
                "RISKAPI_WEBHOOK_ALLOW_PRIVATE": "1", "RISKAPI_WEBHOOK_CA_BUNDLE": receiver.ca_path,
@@ -380,8 +378,6 @@ def soak(args, work: Path) -> bool:
         finally:
             service.stop()
             if args.redis_url:
-                from tests.webhook_support import delete_queue
-
                 delete_queue(args.redis_url, queue)
 
     elapsed, total = stopped - started, sum(stats.statuses.values())

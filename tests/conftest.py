@@ -7,19 +7,13 @@ import httpx
 import pytest
 
 import models
+from jobs.embedded_redis import EmbeddedRedis
 from riskapi.config import Settings
-from tests.support import (  # noqa: F401 - bench/ and clients/sdk/run.py import some from here
-    CREATED_AGENCIES,
-    ServerThread,
-    Tenant,
-    answers,
-    free_port,
-    items,
-    make_tenant,
-    reset_database,
-    settle_pending,
-    wait_until,
-)
+from tests.support import CREATED_AGENCIES, make_tenant, settle_pending
+from toolkit.receiver import Receiver
+from toolkit.serving import ServerThread, answers, free_port, wait_until
+from toolkit.tenants import Tenant, reset_database
+from toolkit.workers import WorkerProcess, delete_queue, new_queue_name, shared_redis_url
 
 if not os.environ.get("DATABASE_URL"):
     os.environ["DATABASE_URL"] = "sqlite:///" + os.path.join(tempfile.mkdtemp(prefix="riskapi-test-"), "test.db")
@@ -107,8 +101,6 @@ def profile(db_tenant, connection):
 @pytest.fixture(scope="session")
 def redis_url():
     """A real Redis: RISKAPI_TEST_REDIS_URL or REDIS_URL, the one on 127.0.0.1:6379, or an embedded one started here."""
-    from tests.webhook_support import EmbeddedRedis, shared_redis_url
-
     url = shared_redis_url()
     if url:
         yield url
@@ -120,8 +112,6 @@ def redis_url():
 @pytest.fixture
 def queue_name(redis_url):
     """A Redis queue name of this test alone; the queue, its registries and its jobs are removed afterwards."""
-    from tests.webhook_support import delete_queue, new_queue_name
-
     name = new_queue_name()
     yield name
     delete_queue(redis_url, name)
@@ -132,8 +122,6 @@ def receiver():
     """A real HTTPS webhook receiver on localhost with a test CA (one connection per request: the
     timing-sensitive end-to-end tests were written for it; kept connections are tested in test_transport
     and test_connections, and under load in bench/soak.py)."""
-    from tests.receiver import Receiver
-
     with Receiver() as rx:
         yield rx
 
@@ -141,8 +129,6 @@ def receiver():
 @pytest.fixture
 def start_worker(server, settings, redis_url, receiver, queue_name):
     """Start `riskapi worker` processes (own queue, short delays, the receiver CA trusted); stopped after the test."""
-    from tests.webhook_support import WorkerProcess, delete_queue
-
     started = []
 
     def start(**overrides):

@@ -19,7 +19,9 @@ import httpx
 
 import models
 from riskapi.config import Settings
-from tests.support import ServerThread, free_port, items, make_tenant, reset_database
+from tests.support import make_tenant
+from toolkit.serving import ServerThread, free_port
+from toolkit.tenants import items, reset_database
 
 
 def seed(base: str, tenant) -> dict:

@@ -12,9 +12,11 @@ from jobs import queue as jobs_queue
 from jobs.relay import Relay
 from models import utcnow
 from models.webhooks import Delivery, Webhook
-from tests.receiver import Reply
-from tests.support import items, make_webhook
-from tests.webhook_support import deliveries, settled, wait_until
+from tests.support import make_webhook
+from tests.webhook_support import deliveries, settled
+from toolkit.receiver import Reply
+from toolkit.serving import wait_until
+from toolkit.tenants import items
 
 
 def add_drivers(client, tenant, *names) -> None:

@@ -1,6 +1,6 @@
 """Vehicles, premises and buildings."""
 
-from tests.support import items
+from toolkit.tenants import items
 
 
 def post(client, tenant, kind, *datas, **params):

@@ -7,7 +7,7 @@ import sys
 
 import httpx
 
-from tests.support import ServerThread, answers, free_port
+from toolkit.serving import ServerThread, answers, free_port
 
 
 def run(db_url, *args):
@@ -52,8 +52,7 @@ def test_serve_says_where_it_listens_how_to_make_a_tenant_and_is_ready_with_its_
 
     import httpx
 
-    from tests.support import free_port
-    from tests.webhook_support import wait_until
+    from toolkit.serving import free_port, wait_until
 
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update(DATABASE_URL=f"sqlite:///{tmp_path}/first.db")  # warnings as a user's terminal shows them
@@ -92,8 +91,8 @@ def test_serve_no_worker_runs_the_api_alone(tmp_path):
 
     import httpx
 
-    from tests.support import free_port
-    from tests.webhook_support import descendants, wait_until
+    from tests.webhook_support import descendants
+    from toolkit.serving import free_port, wait_until
 
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update(DATABASE_URL=f"sqlite:///{tmp_path}/alone.db")
@@ -130,8 +129,8 @@ def test_sigterm_lets_an_in_flight_request_finish_and_takes_no_new_one(tmp_path)
 
     import httpx
 
-    from tests.support import free_port, items
-    from tests.webhook_support import wait_until
+    from toolkit.serving import free_port, wait_until
+    from toolkit.tenants import items
 
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update(DATABASE_URL=f"sqlite:///{tmp_path}/graceful.db")

@@ -5,7 +5,8 @@ import dataclasses
 import httpx
 import pytest
 
-from tests.support import ServerThread, free_port, items
+from toolkit.serving import ServerThread, free_port
+from toolkit.tenants import items
 
 ORIGIN = "https://app.example.com"
 OTHER = "https://elsewhere.example.com"

@@ -10,8 +10,10 @@ import time
 import httpx
 import pytest
 
-from tests.support import free_port, items, make_tenant
-from tests.webhook_support import ROOT, wait_until
+from tests.support import make_tenant
+from toolkit import ROOT
+from toolkit.serving import free_port, wait_until
+from toolkit.tenants import items
 
 pytestmark = [
     pytest.mark.faults,

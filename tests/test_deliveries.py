@@ -17,18 +17,12 @@ import psutil
 
 from riskapi import __version__
 from riskapi.webhooks.signing import verify
-from tests.receiver import Reply
-from tests.support import free_port, items, make_tenant, make_webhook
-from tests.webhook_support import (
-    EmbeddedRedis,
-    WorkerProcess,
-    add_driver,
-    deliveries,
-    descendants,
-    running,
-    settled,
-    wait_until,
-)
+from tests.support import make_tenant, make_webhook
+from tests.webhook_support import EmbeddedRedis, add_driver, deliveries, descendants, running, settled
+from toolkit.receiver import Reply
+from toolkit.serving import free_port, wait_until
+from toolkit.tenants import items
+from toolkit.workers import WorkerProcess
 
 
 def test_driver_create_is_delivered_signed_with_every_header(client, tenant, receiver, start_worker):

@@ -1,6 +1,6 @@
 """Drivers: create, list, filters, sorts, search, includes."""
 
-from tests.support import items
+from toolkit.tenants import items
 
 
 def create(client, tenant, *datas, include=None, expect=201):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.support import items
+from toolkit.tenants import items
 
 
 def test_missing_and_bad_tokens_are_401(client, tenant):

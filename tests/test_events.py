@@ -9,7 +9,8 @@ import pytest
 import models
 from models.webhooks import Delivery, Event
 from riskapi.webhooks import outbox
-from tests.support import items, make_webhook
+from tests.support import make_webhook
+from toolkit.tenants import items
 
 
 def log(client, tenant, hook, **params) -> list[dict]:

@@ -2,9 +2,10 @@
 
 import collections
 
-from tests.receiver import Reply
-from tests.support import items, make_webhook
-from tests.webhook_support import wait_until
+from tests.support import make_webhook
+from toolkit.receiver import Reply
+from toolkit.serving import wait_until
+from toolkit.tenants import items
 
 DRIVERS = 40
 

@@ -6,7 +6,7 @@ import httpx
 
 import models
 from riskapi.api.app import create_app
-from tests.support import ServerThread, free_port
+from toolkit.serving import ServerThread, free_port
 
 
 def probe(settings, path: str, restore: str) -> httpx.Response:

@@ -14,9 +14,10 @@ import time
 import pytest
 
 import models
-from tests.receiver import Receiver, Reply
-from tests.support import items, make_tenant, webhook_items
-from tests.webhook_support import wait_until
+from tests.support import make_tenant, webhook_items
+from toolkit.receiver import Receiver, Reply
+from toolkit.serving import wait_until
+from toolkit.tenants import items
 
 pytestmark = pytest.mark.isolation
 

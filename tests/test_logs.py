@@ -6,8 +6,8 @@ import logging
 import pytest
 
 from riskapi.observability import logs
-from tests.support import items
-from tests.webhook_support import wait_until
+from toolkit.serving import wait_until
+from toolkit.tenants import items
 
 
 @pytest.fixture

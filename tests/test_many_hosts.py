@@ -7,7 +7,8 @@ import time
 
 import httpx
 
-from tests.support import items, make_tenant
+from tests.support import make_tenant
+from toolkit.tenants import items
 
 WRITES = 1000
 

@@ -11,8 +11,8 @@ import httpx
 
 import models
 from riskapi.api.app import create_app
-from tests.support import ServerThread, answers, free_port, make_tenant
-from tests.webhook_support import wait_until
+from tests.support import make_tenant
+from toolkit.serving import ServerThread, answers, free_port, wait_until
 
 
 def sample(text: str, name: str, **labels) -> float:
@@ -85,9 +85,9 @@ def test_serve_with_two_api_processes_counts_them_whole(tmp_path):
 
 
 def test_a_worker_counts_its_attempts_and_logs_one_line_each(client, tenant, receiver, start_worker, monkeypatch):
-    from tests.receiver import Reply
     from tests.support import make_webhook
     from tests.webhook_support import add_driver, settled
+    from toolkit.receiver import Reply
 
     port = free_port()
     monkeypatch.setenv("RISKAPI_METRICS_PORT", str(port))

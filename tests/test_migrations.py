@@ -23,8 +23,7 @@ import pytest
 
 from riskapi.process.serve import stop_process_group
 from riskapi.webhooks.signing import generate_secret
-from tests.support import answers, free_port
-from tests.webhook_support import wait_until
+from toolkit.serving import answers, free_port, wait_until
 
 SCHEMA = Path(__file__).parent / "schema_4e3b5fc"
 TABLES = ["app_key", "agency", "token", "risk", "vehicle", "premise", "driver", "address", "building"]

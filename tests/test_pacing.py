@@ -8,8 +8,9 @@ from redis.retry import Retry
 
 from jobs.pacing import Pacer
 from models.webhooks import Attempt, Delivery, Webhook
-from tests.support import items, make_webhook
-from tests.webhook_support import wait_until
+from tests.support import make_webhook
+from toolkit.serving import wait_until
+from toolkit.tenants import items
 
 RATE = 10.0
 

@@ -9,7 +9,7 @@ from models.risk_data import Driver
 from riskapi.exceptions import ValidationFailed
 from riskapi.services.list_query import ListSpec
 from riskapi.services.pagination import Paginator, envelope
-from tests.support import items
+from toolkit.tenants import items
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Query parameters as the spec declares them: nothing unknown ignored, every error reported at once."""
 
-from tests.support import items
+from toolkit.tenants import items
 
 
 def test_empty_include_names_nothing(client, tenant):

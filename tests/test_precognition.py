@@ -1,6 +1,6 @@
 """Dry-runs (Laravel Precognition): validation only, nothing written."""
 
-from tests.support import items
+from toolkit.tenants import items
 
 PRECOG = {"Precognition": "true"}
 

@@ -5,9 +5,10 @@ import email.utils
 import time
 
 from jobs.retry import RETRY_AFTER_CAP
-from tests.receiver import Reply
 from tests.support import make_webhook
-from tests.webhook_support import add_driver, settled, wait_until
+from tests.webhook_support import add_driver, settled
+from toolkit.receiver import Reply
+from toolkit.serving import wait_until
 
 
 def test_retry_after_in_seconds_sets_the_next_attempt_and_is_logged(client, tenant, receiver, start_worker):

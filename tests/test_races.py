@@ -4,7 +4,8 @@ import threading
 
 import httpx
 
-from tests.support import items, make_webhook
+from tests.support import make_webhook
+from toolkit.tenants import items
 
 ADDRESS = {"object": "address", "data": {"address": "1 Main St", "city": "Austin", "state": "TX", "zip": "78701"}}
 

@@ -3,7 +3,8 @@
 import httpx
 import pytest
 
-from tests.support import free_port, make_tenant
+from tests.support import make_tenant
+from toolkit.serving import free_port
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ import datetime
 import time
 
 from tests.support import make_webhook
-from tests.webhook_support import add_driver, deliveries, settled, wait_until
+from tests.webhook_support import add_driver, deliveries, settled
+from toolkit.serving import wait_until
 
 
 def recover(client, tenant, hook, headers=None, **body):

@@ -16,7 +16,7 @@ from jobs.relay import Relay
 from models import utcnow
 from models.webhooks import FAILED, Delivery, Webhook, pack_events
 from riskapi.webhooks import outbox
-from tests.support import free_port, wait_until
+from toolkit.serving import free_port, wait_until
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.support import items
+from toolkit.tenants import items
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from riskapi.webhooks.signing import (
     standard_signatures,
     verify,
 )
-from tests.receiver import Receiver
+from toolkit.receiver import Receiver
 
 BODY = b'{"event":"risk.updated","id":42}'
 

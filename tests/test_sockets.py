@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from riskapi.process.sockets import reuse_port_socket
-from tests.support import answers, free_port, wait_until
+from toolkit.serving import answers, free_port, wait_until
 
 
 @pytest.fixture

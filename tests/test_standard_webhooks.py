@@ -28,9 +28,11 @@ import models
 from models.webhooks import Webhook as WebhookRow
 from riskapi.config import Settings
 from riskapi.webhooks.signing import SECRET_PREFIX, sign_standard, standard_secret, verify
-from tests.receiver import Reply
 from tests.support import make_webhook
-from tests.webhook_support import ROOT, add_driver, deliveries, wait_until
+from tests.webhook_support import add_driver, deliveries
+from toolkit import ROOT
+from toolkit.receiver import Reply
+from toolkit.serving import wait_until
 
 V1 = r"v1,[A-Za-z0-9+/]{43}="
 

@@ -7,7 +7,7 @@ import pytest
 
 from riskapi.api import auth
 from riskapi.process import cli
-from tests.webhook_support import wait_until
+from toolkit.serving import wait_until
 
 
 def run(capsys, *args) -> list[dict]:

@@ -11,7 +11,7 @@ import pytest
 
 from jobs.connections import Pool
 from jobs.transport import MAX_RESPONSE_BYTES, Result, is_allowed_address, post
-from tests.receiver import Receiver, Reply
+from toolkit.receiver import Receiver, Reply
 
 BODY = b'{"event":"risk.updated","score":0.73}'
 # Kept connections, as a worker's engine holds them (each receiver has its own port, so its own keys).

@@ -27,18 +27,12 @@ from jobs import claims, transport
 from jobs.relay import Relay
 from riskapi.process.serve import stop_process_group
 from riskapi.webhooks.signing import verify
-from tests.support import free_port, items, make_webhook
-from tests.webhook_support import (
-    ROOT,
-    EmbeddedRedis,
-    WorkerProcess,
-    Writer,
-    children,
-    delete_queue,
-    delivery_uuids,
-    new_queue_name,
-    wait_until,
-)
+from tests.support import make_webhook
+from tests.webhook_support import EmbeddedRedis, Writer, children, delivery_uuids
+from toolkit import ROOT
+from toolkit.serving import free_port, wait_until
+from toolkit.tenants import items
+from toolkit.workers import WorkerProcess, delete_queue, new_queue_name
 
 pytestmark = pytest.mark.faults
 

@@ -1,4 +1,4 @@
-"""A real HTTPS webhook receiver on 127.0.0.1 for tests, with scriptable misbehaviour.
+"""A real HTTPS webhook receiver on 127.0.0.1 for tests and benches, with scriptable misbehaviour.
 
 Usage::
 
@@ -77,7 +77,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     do_GET = do_PUT = do_PATCH = do_DELETE = do_POST
 
     def log_message(self, format: str, *args: object) -> None:
-        """Keep test output quiet."""
+        """Keep the output of tests and benches quiet."""
 
 
 class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):

@@ -50,11 +50,13 @@ def serve_and_use() -> int:
     os.environ["RISKAPI_VALIDATE_RESPONSES"] = "1"
     # Webhooks deliver to https://localhost here (nothing is delivered: no worker runs).
     os.environ["RISKAPI_WEBHOOK_ALLOW_PRIVATE"] = "1"
+    # Imported here: tox runs this file by path, so the repository (toolkit) is on sys.path only from now on.
     sys.path.insert(0, str(ROOT))
     import models
     from riskapi.api.app import create_app
     from riskapi.config import Settings
-    from tests.conftest import ServerThread, free_port, make_tenant, reset_database
+    from toolkit.serving import ServerThread, free_port
+    from toolkit.tenants import make_tenant, reset_database
 
     settings = Settings.from_env()
     reset_database(settings.database_url)
