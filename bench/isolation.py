@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 import time
 
 import models
@@ -97,3 +98,7 @@ def run_case(http, tenant, receiver, slow_receiver, webhooks: int, pending: int,
     }
     retire(slow)
     return figures
+
+
+if __name__ == "__main__":
+    sys.exit("bench/isolation.py is figure (c) of the deliveries bench: python -m bench.deliveries (--slow, --slow-creates)")
