@@ -33,8 +33,7 @@ def render(row: dict, attempts: list[dict]) -> dict:
 def _attempts(ids: list[int]) -> dict:
     found: dict = {delivery_id: [] for delivery_id in ids}
     if ids:
-        rows = Attempt.select().where(Attempt.delivery.in_(ids)).order_by(Attempt.id).dicts()
-        for row in rows:
+        for row in models.dicts(Attempt.select().where(Attempt.delivery.in_(ids)).order_by(Attempt.id)):
             found[row["delivery"]].append(row)
     return found
 

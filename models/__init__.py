@@ -3,6 +3,8 @@
 import contextlib
 import datetime
 import uuid
+from collections.abc import Iterator
+from typing import Any
 
 import peewee
 from playhouse.db_url import connect as url_connect
@@ -59,7 +61,7 @@ def ensure_connection() -> None:
 
 
 @contextlib.contextmanager
-def live_connection():
+def live_connection() -> Iterator[None]:
     """Hold a live connection for a block; a broken one is discarded afterwards, not pooled."""
     ensure_connection()
     try:
@@ -90,7 +92,7 @@ def is_sqlite() -> bool:
     return isinstance(db.obj, peewee.SqliteDatabase)
 
 
-def atomic():
+def atomic() -> contextlib.AbstractContextManager[Any]:
     """Open a write transaction; SQLite takes its write lock up front to avoid upgrade deadlocks."""
     if is_sqlite():
         return db.atomic("IMMEDIATE")
@@ -108,12 +110,13 @@ class BaseModel(peewee.Model):
 class PublicModel(BaseModel):
     """A model with a public UUID and created/updated timestamps."""
 
+    id = peewee.AutoField()  # what Peewee adds by itself, declared so that a type checker knows it
     uuid = peewee.UUIDField(unique=True, default=uuid.uuid4)
     created = peewee.DateTimeField(default=utcnow, index=True)
     updated = peewee.DateTimeField(default=utcnow, index=True)
 
 
-def all_models():
+def all_models() -> list[type[BaseModel]]:
     """Return every model class in creation order."""
     from models.migrations import SchemaMigration
     from models.risk_data import Address, Building, Driver, Premise, Vehicle
@@ -126,6 +129,16 @@ def all_models():
     except ImportError:  # pragma: no cover - webhooks are optional during bootstrap
         WEBHOOK_MODELS = []
     return models + list(WEBHOOK_MODELS)
+
+
+def tuples(query: peewee.BaseQuery) -> Iterator[tuple[Any, ...]]:
+    """Iterate a query's rows as tuples (Peewee's stubs type `.tuples()` rows as model instances)."""
+    return iter(query.tuples())
+
+
+def dicts(query: peewee.BaseQuery) -> Iterator[dict[str, Any]]:
+    """Iterate a query's rows as dicts (Peewee's stubs type `.dicts()` rows as model instances)."""
+    return iter(query.dicts())
 
 
 def upgrade() -> list[str]:

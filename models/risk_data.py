@@ -1,8 +1,11 @@
 """Risk data: drivers and their addresses, vehicles, premises and buildings."""
 
+from collections.abc import Iterable
+from typing import Any
+
 import peewee
 
-from models import PublicModel, is_sqlite
+from models import PublicModel, is_sqlite, tuples
 from models.tenancy import Risk
 
 
@@ -11,24 +14,24 @@ class InRisk(PublicModel):
 
     OBJECT = ""
     # Foreign keys shown to clients as the related object's UUID: {field: model}.
-    REFERENCES: dict = {}
+    REFERENCES: dict[str, type["InRisk"]] = {}
 
     risk = peewee.ForeignKeyField(Risk, on_delete="CASCADE")
 
     @classmethod
-    def ids_by_uuid(cls, risk_id: int, uuids, lock: bool = False) -> dict:
+    def ids_by_uuid(cls, risk_id: int, uuids: Iterable[Any], lock: bool = False) -> dict[str, int]:
         """Map the given UUIDs that exist in the risk profile to their ids; lock their rows when asked.
 
         Locked rows (PostgreSQL; SQLite's writer lock already serialises) cannot be deleted or changed
         by a concurrent request before this transaction ends, so what was checked is what is written.
         """
-        uuids = {str(u) for u in uuids}
-        if not uuids:
+        wanted = {str(u) for u in uuids}
+        if not wanted:
             return {}
-        query = cls.select(cls.uuid, cls.id).where((cls.risk == risk_id) & (cls.uuid.in_(list(uuids))))
+        query = cls.select(cls.uuid, cls.id).where((cls.risk == risk_id) & (cls.uuid.in_(list(wanted))))
         if lock and not is_sqlite():
             query = query.order_by(cls.id).for_update()
-        return {str(u): i for u, i in query.tuples()}
+        return {str(u): i for u, i in tuples(query)}
 
 
 class RiskObject(InRisk):
@@ -37,13 +40,13 @@ class RiskObject(InRisk):
     number = peewee.IntegerField()
 
     @classmethod
-    def ids_by_number(cls, risk_id: int, numbers) -> dict:
+    def ids_by_number(cls, risk_id: int, numbers: Iterable[int]) -> dict[int, int]:
         """Map the given numbers that exist in the risk profile to their ids."""
-        numbers = set(numbers)
-        if not numbers:
+        wanted = set(numbers)
+        if not wanted:
             return {}
-        query = cls.select(cls.number, cls.id).where((cls.risk == risk_id) & (cls.number.in_(list(numbers))))
-        return dict(query.tuples())
+        query = cls.select(cls.number, cls.id).where((cls.risk == risk_id) & (cls.number.in_(list(wanted))))
+        return dict(tuples(query))
 
     @classmethod
     def next_number(cls, risk_id: int) -> int:

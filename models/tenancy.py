@@ -19,6 +19,7 @@ class Agency(PublicModel):
 class Token(BaseModel):
     """An API token of an agency, stored only as its SHA-256 digest (and a short prefix to name it by)."""
 
+    id = peewee.AutoField()  # what Peewee adds by itself, declared so that a type checker knows it
     agency = peewee.ForeignKeyField(Agency, backref="tokens", on_delete="CASCADE")
     digest = peewee.CharField(max_length=64, unique=True)
     created = peewee.DateTimeField(default=utcnow)
@@ -44,7 +45,7 @@ class Token(BaseModel):
         return token
 
     @classmethod
-    def valid(cls, token: str):
+    def valid(cls, token: str) -> tuple[int, int, datetime.datetime | None] | None:
         """Return (id, agency id, expires) of a token that is neither revoked nor expired, or None."""
         return (
             cls.select(cls.id, cls.agency, cls.expires)
@@ -54,7 +55,7 @@ class Token(BaseModel):
         )
 
     @classmethod
-    def agency_of(cls, token: str):
+    def agency_of(cls, token: str) -> int | None:
         """Return the agency id of a valid token, or None."""
         row = cls.valid(token)
         return row[1] if row else None
@@ -65,7 +66,7 @@ class Token(BaseModel):
         cls.update(last_used=utcnow()).where(cls.id == token_id).execute()
 
     @classmethod
-    def matching(cls, token_or_prefix: str):
+    def matching(cls, token_or_prefix: str) -> "peewee.ModelSelect[Token]":
         """Select the unrevoked tokens a full token or a prefix names."""
         if len(token_or_prefix) > cls.PREFIX_LENGTH:
             where = cls.digest == cls.hash(token_or_prefix)
@@ -80,9 +81,10 @@ class Risk(PublicModel):
     agency = peewee.ForeignKeyField(Agency, backref="risks", on_delete="CASCADE")
     type = peewee.CharField(max_length=16)
     name = peewee.CharField(max_length=255, null=True)
+    agency_id: int  # Peewee's accessor of the foreign key's value
 
     @classmethod
-    def of_agency(cls, agency_id: int, risk_uuid: str):
+    def of_agency(cls, agency_id: int, risk_uuid: str) -> "Risk | None":
         """Return the agency's risk profile with this UUID, or None."""
         return cls.get_or_none((cls.uuid == risk_uuid) & (cls.agency == agency_id))
 
@@ -90,6 +92,7 @@ class Risk(PublicModel):
 class AppKey(BaseModel):
     """Server-side secrets shared by every process through the database."""
 
+    id = peewee.AutoField()  # what Peewee adds by itself, declared so that a type checker knows it
     name = peewee.CharField(max_length=64, unique=True)
     value = peewee.CharField(max_length=255)
 

@@ -1,5 +1,7 @@
 """Webhook subscriptions, the events that feed them, and their deliveries with every attempt."""
 
+from collections.abc import Iterable
+
 import peewee
 
 import spec
@@ -13,7 +15,7 @@ PING = "webhook.ping"
 PENDING, SUCCEEDED, FAILED = spec.raw()["components"]["schemas"]["Delivery"]["properties"]["data"]["properties"]["status"]["enum"]
 
 
-def pack_events(names) -> str:
+def pack_events(names: Iterable[str]) -> str:
     """Store event names as `,a,b,` so "subscribed to x" is one LIKE on the agency's few rows."""
     unique = list(dict.fromkeys(names))
     return "," + ",".join(unique) + ","
@@ -43,9 +45,10 @@ class Webhook(PublicModel):
     disabled = peewee.DateTimeField(null=True)
     # Deliveries failed for good in a row; a success resets it, the limit disables the webhook.
     failures = peewee.IntegerField(default=0)
+    agency_id: int  # Peewee's accessor of the foreign key's value
 
     @classmethod
-    def subscribed(cls, agency_id: int, event: str):
+    def subscribed(cls, agency_id: int, event: str) -> "peewee.ModelSelect[Webhook]":
         """Select the agency's active webhooks subscribed to an event."""
         return cls.select(cls.id).where((cls.agency == agency_id) & cls.disabled.is_null() & cls.events.contains(f",{event},"))
 
@@ -53,6 +56,7 @@ class Webhook(PublicModel):
 class Event(BaseModel):
     """One event of an agency, with the exact body every delivery of it sends."""
 
+    id = peewee.AutoField()  # what Peewee adds by itself, declared so that a type checker knows it
     uuid = peewee.UUIDField(unique=True)
     agency = peewee.ForeignKeyField(Agency, on_delete="CASCADE")
     name = peewee.CharField(max_length=64)
@@ -65,6 +69,7 @@ class Delivery(BaseModel):
 
     OBJECT = "delivery"
 
+    id = peewee.AutoField()  # what Peewee adds by itself, declared so that a type checker knows it
     uuid = peewee.UUIDField(unique=True)
     webhook = peewee.ForeignKeyField(Webhook, backref="deliveries", on_delete="CASCADE")
     stored_event = peewee.ForeignKeyField(Event, column_name="event_id", on_delete="CASCADE")  # what is sent
@@ -91,7 +96,7 @@ class Delivery(BaseModel):
         )
 
     @classmethod
-    def requeue(cls, where) -> int:
+    def requeue(cls, where: peewee.Expression) -> int:
         """Start a new round of attempts (same uuid, same event) for the deliveries selected; return how many."""
         now = utcnow()
         changes = {"status": PENDING, "tries": 0, "next_attempt": now, "relayed": None, "locked_until": None, "updated": now}
@@ -101,6 +106,7 @@ class Delivery(BaseModel):
 class Attempt(BaseModel):
     """One HTTP attempt of a delivery."""
 
+    id = peewee.AutoField()  # what Peewee adds by itself, declared so that a type checker knows it
     delivery = peewee.ForeignKeyField(Delivery, backref="attempts", on_delete="CASCADE")
     at = peewee.DateTimeField()
     status = peewee.IntegerField(null=True)

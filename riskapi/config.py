@@ -1,7 +1,10 @@
 """Settings, read from the environment once, typed, with defaults."""
 
+import builtins
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 # Where the app factory keeps its Settings in Flask's app config, for the handlers to read.
 SETTINGS_KEY = "RISKAPI"
@@ -17,10 +20,10 @@ _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
 class _Reader:
     """Read typed values from an environment; a malformed one raises SettingsError naming its variable."""
 
-    def __init__(self, env):
+    def __init__(self, env: Mapping[str, str]) -> None:
         self.env = env
 
-    def _parse(self, name: str, default, parse, expected: str, minimum=None):
+    def _parse(self, name: str, default: Any, parse: Callable[[str], Any], expected: str, minimum: Any = None) -> Any:
         raw = self.env.get(name)
         if raw is None:
             return default
@@ -38,13 +41,14 @@ class _Reader:
     def float(self, name: str, default: float, minimum: float = 0.0) -> float:
         return self._parse(name, default, _finite, "a number of seconds", minimum)
 
-    def rate(self, name: str, default: float) -> float:
+    # After the method named float, the class body's `float` is that method: the number type is builtins'.
+    def rate(self, name: str, default: builtins.float) -> builtins.float:
         return self._parse(name, default, _finite, "a number per second", 0.0)
 
     def bool(self, name: str, default: bool) -> bool:
         return self._parse(name, default, _boolean, "a boolean (1/0, true/false, yes/no, on/off)")
 
-    def delays(self, name: str, default: tuple) -> tuple[float, ...]:
+    def delays(self, name: str, default: tuple[builtins.float, ...]) -> tuple[builtins.float, ...]:
         parse = lambda raw: tuple(_finite(p) for p in raw.split(",") if p.strip())  # noqa: E731
         value = self._parse(name, default, parse, "comma-separated numbers of seconds")
         if any(delay < 0 for delay in value):
@@ -109,12 +113,12 @@ class Settings:
     access_log: bool = True
 
     @staticmethod
-    def read_env(environ=None) -> _Reader:
+    def read_env(environ: Mapping[str, str] | None = None) -> _Reader:
         """Return a reader of typed values from the environment (for settings that are not fields)."""
         return _Reader(os.environ if environ is None else environ)
 
     @classmethod
-    def from_env(cls, environ=None) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
         """Build settings from environment variables."""
         env = os.environ if environ is None else environ
         read = _Reader(env)

@@ -7,6 +7,7 @@ adds the missing nullable columns. Python-side defaults are left out: they are n
 """
 
 import peewee
+from playhouse.migrate import SchemaMigrator
 
 from models.migrations import add_missing_columns
 
@@ -156,7 +157,7 @@ class Attempt(Frozen):
 MODELS = [AppKey, Agency, Token, Risk, Vehicle, Premise, Driver, Address, Building, Webhook, Event, Delivery, Attempt]
 
 
-def up(migrator, database):
+def up(migrator: SchemaMigrator, database: peewee.Database) -> None:
     with database.bind_ctx(MODELS):
         # CREATE TABLE / INDEX IF NOT EXISTS: what a database already has is left as it is.
         database.create_tables(MODELS, safe=True)

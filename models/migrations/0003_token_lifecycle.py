@@ -7,11 +7,12 @@ already: only what is missing is added.
 """
 
 import peewee
+from playhouse.migrate import SchemaMigrator
 
 from models.migrations import add_missing_columns
 
 
-def up(migrator, database):
+def up(migrator: SchemaMigrator, database: peewee.Database) -> None:
     add_missing_columns(
         migrator,
         database,

@@ -19,11 +19,13 @@ import importlib
 import pkgutil
 import re
 import types
+from collections.abc import Iterator
+from typing import Any
 
 import peewee
 from playhouse.migrate import SchemaMigrator, make_index_name
 
-from models import BaseModel, db, utcnow
+from models import BaseModel, db, tuples, utcnow
 
 NAME = re.compile(r"^\d{4}_\w+$")
 LOCK_KEY = 0x7269736B617069  # "riskapi": one advisory lock for every host upgrading one PostgreSQL database
@@ -47,19 +49,19 @@ def discover(package: str = __name__) -> list[tuple[str, types.ModuleType]]:
     return [(name, importlib.import_module(f"{package}.{name}")) for name in names]
 
 
-def status(modules=None) -> list[dict]:
+def status(modules: list[tuple[str, types.ModuleType]] | None = None) -> list[dict[str, Any]]:
     """List every migration with when it was applied (None: pending); read only, creates nothing.
 
     Versions recorded but unknown to this release (a newer one ran here) are listed after, marked.
     """
     modules = discover() if modules is None else modules
     with db.connection_context():
-        applied = dict(SchemaMigration.select(SchemaMigration.name, SchemaMigration.applied).tuples()) if _has_table() else {}
+        applied = dict(tuples(SchemaMigration.select(SchemaMigration.name, SchemaMigration.applied))) if _has_table() else {}
     rows = [{"migration": name, "applied": applied.pop(name, None)} for name, _ in modules]
     return rows + [{"migration": name, "applied": when, "unknown": True} for name, when in sorted(applied.items())]
 
 
-def upgrade(modules=None) -> list[str]:
+def upgrade(modules: list[tuple[str, types.ModuleType]] | None = None) -> list[str]:
     """Apply the pending migrations in order; return the names of those applied here.
 
     A database an earlier `models.upgrade()` made has the tables but no version table: the first
@@ -68,26 +70,27 @@ def upgrade(modules=None) -> list[str]:
     """
     modules = discover() if modules is None else modules
     database = db.obj
-    ran = []
+    ran: list[str] = []
     with db.connection_context():
         with _transaction(database):
             SchemaMigration.create_table(safe=True)
-        done = {name for (name,) in SchemaMigration.select(SchemaMigration.name).tuples()}
+        done = {name for (name,) in tuples(SchemaMigration.select(SchemaMigration.name))}
         for name, module in modules:
             if name not in done and _apply(database, name, module):
                 ran.append(name)
     return ran
 
 
-def _apply(database: peewee.Database, name: str, module) -> bool:
+def _apply(database: peewee.Database, name: str, module: types.ModuleType) -> bool:
     """Apply one migration and record it in one transaction; False if another process did first."""
     sqlite = isinstance(database, peewee.SqliteDatabase)
     # SQLite's table rebuilds (playhouse's drop_column, alter_column_type...) drop and recreate a
     # table: with foreign keys on, that would cascade-delete child rows. The pragma only takes effect
-    # outside a transaction; the keys are checked before commit instead.
-    foreign_keys = sqlite and bool(database.pragma("foreign_keys"))
-    if foreign_keys:
-        database.pragma("foreign_keys", 0)
+    # outside a transaction; the keys are checked before commit instead. (The SQLite database whose
+    # keys are off meanwhile, or None.)
+    foreign_keys = database if isinstance(database, peewee.SqliteDatabase) and database.pragma("foreign_keys") else None
+    if foreign_keys is not None:
+        foreign_keys.pragma("foreign_keys", 0)
     try:
         with _transaction(database):
             if SchemaMigration.get_or_none(SchemaMigration.name == name) is not None:
@@ -99,13 +102,13 @@ def _apply(database: peewee.Database, name: str, module) -> bool:
     except Exception as exc:
         raise MigrationError(f"migration {name} failed, nothing of it was applied: {exc}") from exc
     finally:
-        if foreign_keys:
-            database.pragma("foreign_keys", 1)
+        if foreign_keys is not None:
+            foreign_keys.pragma("foreign_keys", 1)
     return True
 
 
 @contextlib.contextmanager
-def _transaction(database: peewee.Database):
+def _transaction(database: peewee.Database) -> Iterator[None]:
     """A write transaction that holds the migration lock until it ends."""
     if isinstance(database, peewee.SqliteDatabase):
         with database.atomic("IMMEDIATE"):  # the write lock up front: no upgrade deadlock between processes
@@ -135,7 +138,9 @@ def add_missing_columns(migrator: SchemaMigrator, database: peewee.Database, tab
             add_missing_index(migrator, database, table, (column,), unique=field.unique)
 
 
-def add_missing_index(migrator: SchemaMigrator, database: peewee.Database, table: str, columns, unique=False) -> None:
+def add_missing_index(
+    migrator: SchemaMigrator, database: peewee.Database, table: str, columns: tuple[str, ...], unique: bool = False
+) -> None:
     """Create an index under peewee's name for it unless one of that name exists."""
     name = make_index_name(table, columns)
     if name not in {index.name for index in database.get_indexes(table)}:

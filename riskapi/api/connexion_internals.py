@@ -22,5 +22,6 @@ def run_flask_in_threads(app: connexion.FlaskApp, threads: int, executor: Execut
     middleware = WSGIMiddleware(app.app.wsgi_app, workers=threads)
     if executor is not None:
         middleware.executor.shutdown(wait=False)  # it has started no thread yet: they start on first use
-        middleware.executor = executor
+        # a2wsgi declares a ThreadPoolExecutor but only calls submit() and shutdown(), which any Executor has.
+        middleware.executor = executor  # type: ignore[assignment]
     app._middleware_app.asgi_app = middleware

@@ -60,7 +60,7 @@ _TEXTS = {
 
 
 def _on_problem(request, exc):
-    status = getattr(exc, "status", None) or getattr(exc, "status_code", 500)
+    status: int = getattr(exc, "status", 0) or getattr(exc, "status_code", 500)
     message = _TEXTS.get(status) or getattr(exc, "detail", None) or "Request failed."
     if status == 401 and getattr(exc, "detail", None):
         message = "Unauthenticated: " + str(exc.detail).rstrip(".") + "."

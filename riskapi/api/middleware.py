@@ -123,7 +123,7 @@ class BodyMiddleware:
         if header is not None and named is not None and (not isinstance(named, str) or named.upper() != method):
             raise ValidationFailed({"_method": [messages.message("method_mismatch", "_method")]})
         if method in _METHODS:
-            if named is not None:
+            if named is not None and isinstance(parsed, dict):  # named is only set from a dict
                 del parsed["_method"]
                 body = orjson.dumps(parsed)
             scope = dict(scope, method=method, headers=list(scope["headers"]))

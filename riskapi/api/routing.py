@@ -30,9 +30,11 @@ def _agency_as_user(handler):
         return handler(agency_id=user, **kwargs)
 
     functools.update_wrapper(call, handler)
-    del call.__wrapped__  # Connexion must read call's signature, not the handler's
+    # Connexion must read call's signature, not the handler's. (typeshed's functions declare neither attribute,
+    # which update_wrapper and inspect.signature use.)
+    del call.__wrapped__  # type: ignore[attr-defined]
     params = [param.replace(name="user") if name == "agency_id" else param for name, param in signature.parameters.items()]
-    call.__signature__ = signature.replace(parameters=params)
+    call.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
     return call
 
 

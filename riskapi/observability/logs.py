@@ -13,6 +13,7 @@ import time
 import uuid
 
 from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import spec
 from riskapi.observability import metrics
@@ -65,11 +66,11 @@ def _route(operation_id: str | None) -> str:
 class AccessLogMiddleware:
     """Give every request an id (the caller's `X-Request-Id` or a new one), return it, and log one line."""
 
-    def __init__(self, app, metrics: bool = False):
+    def __init__(self, app: ASGIApp, metrics: bool = False) -> None:
         self.app = app
         self.metrics = metrics
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -79,7 +80,7 @@ class AccessLogMiddleware:
         extensions = scope.setdefault("extensions", {})
         status = [500]
 
-        async def send_with_id(message):
+        async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
                 MutableHeaders(scope=message)["X-Request-Id"] = request_id

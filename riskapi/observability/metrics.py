@@ -11,13 +11,21 @@ import hmac
 import logging
 import os
 import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from models import live_connection, utcnow
 from models.webhooks import PENDING, Delivery
+from riskapi.config import Settings
+
+if TYPE_CHECKING:  # _client imports redis when a scrape first needs it
+    import redis
 
 log = logging.getLogger("riskapi")
 
@@ -43,10 +51,10 @@ def observe(operation: str, status: int, seconds: float) -> None:
 class Backlog:
     """Outbox lag and queue depth, read when scraped."""
 
-    def __init__(self, redis_url: str, queue: str):
+    def __init__(self, redis_url: str, queue: str) -> None:
         self.redis_url, self.queue = redis_url, queue
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         lag = GaugeMetricFamily("riskapi_outbox_lag_seconds", "Age of the oldest delivery not yet handed to RQ (0: none).")
         try:
             with live_connection():
@@ -67,10 +75,10 @@ class Backlog:
                 yield depth
 
 
-_clients: dict = {}
+_clients: dict[str, "redis.Redis"] = {}
 
 
-def _client(url: str):
+def _client(url: str) -> "redis.Redis":
     import redis
 
     if url not in _clients:
@@ -78,7 +86,7 @@ def _client(url: str):
     return _clients[url]
 
 
-def exposition(settings) -> bytes:
+def exposition(settings: Settings) -> bytes:
     """Return every metric of this host in Prometheus text format."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
@@ -93,7 +101,7 @@ def exposition(settings) -> bytes:
 class Default:
     """This process's own metrics (no multiprocess directory)."""
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         for collector in (REQUESTS, LATENCY, ATTEMPTS, RETRIES, SETTLED, DISABLED):
             yield from collector.collect()
 
@@ -101,12 +109,12 @@ class Default:
 class MetricsMiddleware:
     """Answer GET /metrics: with RISKAPI_METRICS_TOKEN as a bearer token, or else only to loopback clients."""
 
-    def __init__(self, app, settings):
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
         self.settings = settings
         self.expected = f"Bearer {settings.metrics_token}".encode() if settings.metrics_token else None
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != "/metrics":
             await self.app(scope, receive, send)
             return
@@ -118,7 +126,7 @@ class MetricsMiddleware:
         log.debug("metrics scraped in %.1f ms", (time.perf_counter() - started) * 1000)
         await _answer(send, 200, body, prometheus_client.CONTENT_TYPE_LATEST.encode())
 
-    def _allowed(self, scope) -> bool:
+    def _allowed(self, scope: Scope) -> bool:
         if self.expected is not None:
             given = dict(scope["headers"]).get(b"authorization", b"")
             return hmac.compare_digest(given, self.expected)
@@ -126,7 +134,7 @@ class MetricsMiddleware:
         return client[0] in {"127.0.0.1", "::1"}
 
 
-async def _answer(send, status: int, body: bytes, content_type: bytes) -> None:
+async def _answer(send: Send, status: int, body: bytes, content_type: bytes) -> None:
     headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

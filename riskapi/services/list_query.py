@@ -36,7 +36,8 @@ def moment(text: str, field, upper: bool):
                 value = value.astimezone(datetime.UTC).replace(tzinfo=None)
             except OverflowError:
                 # A negative offset pushes past 9999, a positive one before year 1.
-                return datetime.datetime.max if value.utcoffset() < datetime.timedelta(0) else datetime.datetime.min
+                offset = value.utcoffset()  # never None here: value has a tzinfo
+                return datetime.datetime.max if offset is not None and offset < datetime.timedelta(0) else datetime.datetime.min
         return value
     return datetime.date.fromisoformat(text)
 
@@ -129,7 +130,7 @@ class ListSpec:
     def _exact(self, name: str, value: str, risk_id: int):
         """Match any of the comma-separated values exactly."""
         field = self.field(name)
-        parts = value.split(",")
+        parts: list[str] | list[int] = value.split(",")
         if isinstance(field, peewee.IntegerField):
             parts = [int(p) for p in parts]
         return field.in_(parts)

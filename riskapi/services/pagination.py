@@ -140,7 +140,8 @@ class Paginator:
             raise ValidationFailed(BAD_CURSOR) from None
 
     def _position(self, values: list, flip: bool):
-        clauses, equal = [], []
+        clauses: list[peewee.ColumnBase] = []
+        equal: list[peewee.ColumnBase] = []
         for key, value in zip(self.keys, values, strict=False):
             after = key.after(value, flip)
             if after is not None:

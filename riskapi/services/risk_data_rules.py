@@ -4,9 +4,10 @@ import uuid
 
 import peewee
 
+import models
 import spec
 from models import utcnow
-from models.risk_data import KINDS, Address, Building, Driver, Premise
+from models.risk_data import KINDS, Address, Building, Driver, InRisk, Premise
 from riskapi.exceptions import ValidationFailed
 from riskapi.services import bulk_write as writes
 from riskapi.services import render
@@ -48,7 +49,7 @@ def check_profile_type(profile, items, errors: Errors) -> None:
 
 def resolve_references(model, profile, entries, errors: Errors) -> dict:
     """Map (index, name) to the referenced object's id, or None; unknown ones are errors."""
-    resolved = {}
+    resolved: dict[tuple[int, str], int | None] = {}
     for name, target in model.REFERENCES.items():
         wanted = [(i, d[name]) for i, d in entries if name in d and errors.clean(f"data.{i}.data.{name}")]
         by_uuid = target.ids_by_uuid(profile.id, [v for _, v in wanted if isinstance(v, str)])
@@ -139,7 +140,7 @@ def plan_update(profile, body, errors: Errors) -> list:
     for i, item, values in writes.entries(listed):
         if isinstance(item.get("object"), str) and item["object"] in KINDS:
             by_kind.setdefault(item["object"], []).append((i, item, values))
-    plan = []
+    plan: list[tuple[int, type[InRisk], int, dict, dict]] = []
     for kind, entries in by_kind.items():
         model = KINDS[kind]
         ids = _existing(model, profile, [(i, item) for i, item, _ in entries], errors)
@@ -167,7 +168,7 @@ def _check_nested_addresses(found, ids, errors: Errors) -> None:
     if not nested:
         return
     driver_ids = [ids[i] for i, _, _ in nested]
-    having = {d for (d,) in Address.select(Address.driver).where(Address.driver.in_(driver_ids)).tuples()}
+    having = {d for (d,) in models.tuples(Address.select(Address.driver).where(Address.driver.in_(driver_ids)))}
     full = compiled(spec.schema("AddressCreateData"))
     for i, _item, address in nested:
         if ids[i] not in having and isinstance(address.get("data"), dict):
@@ -230,7 +231,7 @@ def plan_delete(profile, body, errors: Errors) -> list:
     """Check a delete request; return [(index, model, id, uuid)] in a safe order."""
     listed = writes.items(body)
     check_profile_type(profile, listed, errors)
-    plan = []
+    plan: list[tuple[int, type[InRisk], int, str]] = []
     for kind in DELETE_ORDER:
         model = KINDS[kind]
         of_kind = [(i, item) for i, item in enumerate(listed) if isinstance(item, dict) and item.get("object") == kind]
@@ -240,7 +241,7 @@ def plan_delete(profile, body, errors: Errors) -> list:
     if premises:
         going = {object_id for _, model, object_id, _ in plan if model is Building}
         query = Building.select(Building.premise, Building.id).where(Building.premise.in_(list(premises)))
-        for premise_id, building_id in query.tuples():
+        for premise_id, building_id in models.tuples(query):
             if building_id not in going:
                 path = f"data.{premises[premise_id]}.uuid"
                 errors.add(path, message("has_buildings", path))

@@ -4,6 +4,7 @@ import datetime
 import re
 import uuid
 from collections import deque
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import jsonschema_rs
@@ -154,20 +155,23 @@ def _size(value) -> str:
 
 def _messages(error: ValidationError, prefix: str):
     """Yield (path, message) pairs for one jsonschema error."""
-    kind = error.validator
+    # A validator's errors always carry these; jsonschema's types allow them unset (for errors made by hand).
+    kind = cast(str, error.validator)
+    instance: Any = error.instance
+    value: Any = error.validator_value
     path = _join(prefix, error.absolute_path)
     attr = attribute(path) if path else "body"
     schema = error.schema if isinstance(error.schema, dict) else {}
     if kind == "required":
-        present = error.instance if isinstance(error.instance, dict) else {}
-        for name in error.validator_value:
+        present = instance if isinstance(instance, dict) else {}
+        for name in value:
             if name not in present:
                 field = _join(path, [name])
                 yield field, message("required", attribute(field))
         return
     if kind == "additionalProperties":
         allowed = set(schema.get("properties", {}))
-        for name in error.instance:
+        for name in instance:
             if name not in allowed:
                 field = _join(path, [name])
                 yield field, message("prohibited", attribute(field))
@@ -183,7 +187,7 @@ _FORMATS = {"date": "date", "uuid": "uuid", "uri": "url", "date-time": "date"}
 
 
 def _message(kind: str, error: ValidationError, schema: dict, attr: str) -> str:
-    value = error.validator_value
+    value: Any = error.validator_value  # set on a validator's errors, as in _messages
     if kind == "type":
         types = value if isinstance(value, list) else [value]
         if "integer" in types:

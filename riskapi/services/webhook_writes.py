@@ -2,6 +2,7 @@
 
 import datetime
 import uuid
+from typing import Any
 
 import models
 from models import utcnow
@@ -38,7 +39,7 @@ def _previous_valid_until(row: dict):
 
 def rows(ids) -> dict:
     """Return webhook rows (as dicts) by id."""
-    return {row["id"]: row for row in Webhook.select().where(Webhook.id.in_(list(ids))).dicts()}
+    return {row["id"]: row for row in models.dicts(Webhook.select().where(Webhook.id.in_(list(ids))))}
 
 
 def _check_url(values: dict, path: str, errors: Errors, allow_private: bool) -> str | None:
@@ -69,10 +70,10 @@ class _Write:
         return existing(listed, self._rows_of, errors, "in")
 
     def _rows_of(self, uuids: list[str]) -> dict:
-        rows = Webhook.select().where((Webhook.agency == self.agency_id) & Webhook.uuid.in_(uuids)).dicts()
+        query = Webhook.select().where((Webhook.agency == self.agency_id) & Webhook.uuid.in_(uuids))
         if not models.is_sqlite():  # a concurrent PATCH or DELETE of the same webhooks waits for this one
-            rows = rows.order_by(Webhook.id).for_update()
-        return {str(row["uuid"]): row for row in rows}
+            query = query.order_by(Webhook.id).for_update()
+        return {str(row["uuid"]): row for row in models.dicts(query)}
 
 
 class Create(_Write):
@@ -152,7 +153,7 @@ class Delete(_Write):
 
 def _changes(values: dict, current: dict, url: str | None, now) -> dict:
     """Return the columns an update item changes."""
-    changes = {}
+    changes: dict[str, Any] = {}
     if url is not None:
         changes["url"] = url
     if "description" in values:

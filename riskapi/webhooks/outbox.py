@@ -4,17 +4,19 @@ Nothing here talks to Redis: the rows are committed (or rolled back) with the ca
 and the relay (jobs/relay.py) hands committed deliveries to RQ, whenever Redis is reachable.
 """
 
+import datetime
 import uuid
+from typing import Any
 
 import orjson
 
-from models import timestamp, utcnow
+from models import timestamp, tuples, utcnow
 from models.webhooks import PENDING, PING, Delivery, Event, Webhook
 
 _CHUNK = 500
 
 
-def body(event_uuid, name: str, created, data) -> bytes:
+def body(event_uuid: uuid.UUID | str, name: str, created: datetime.datetime, data: Any) -> bytes:
     """Return the exact bytes delivered for an event (and signed)."""
     return orjson.dumps({"id": str(event_uuid), "event": name, "created": timestamp(created), "data": data})
 
@@ -27,7 +29,7 @@ def record(agency_id: int, event: str, payloads: list[dict], keep: bool = False)
     """
     if not payloads:
         return []
-    webhooks = [webhook_id for (webhook_id,) in Webhook.subscribed(agency_id, event).tuples()]
+    webhooks = [webhook_id for (webhook_id,) in tuples(Webhook.subscribed(agency_id, event))]
     if not webhooks and not keep:
         return []
     return _write(agency_id, event, payloads, webhooks)[0]

@@ -67,7 +67,10 @@ class Nudger:
             self._wanted.clear()
             try:
                 with self.connection.pipeline(transaction=False) as pipe:
-                    pipe.rpush(self.key, 1).expire(self.key, 60).execute()
+                    # One statement each: redis-py types a pipeline's commands as returning their replies.
+                    pipe.rpush(self.key, 1)
+                    pipe.expire(self.key, 60)
+                    pipe.execute()
                 failing = False
             except (redis.RedisError, OSError) as exc:
                 if not failing:
