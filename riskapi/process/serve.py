@@ -1,4 +1,4 @@
-"""Running the service: `serve` = API + outbox relay + delivery worker with its scheduler; `work` = workers alone.
+"""Running the service: `serve` = API + outbox relay + delivery worker with its scheduler (riskapi.process.work).
 
 `serve` supervises what it starts: a supervisor thread beside uvicorn starts the embedded Redis
 (when REDIS_URL is unset) and the worker, starts again whichever exits (a crash, a SIGKILL) with
@@ -26,6 +26,7 @@ import models
 import spec
 from jobs.embedded_redis import EmbeddedRedis, die_with_parent
 from jobs.outages import Backoff
+from models.tenancy import Agency
 from riskapi.config import Settings
 from riskapi.process import sockets as listener
 
@@ -85,8 +86,6 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1, worker: bo
 
 def _greet(host: str, port: int) -> None:
     """Say where the API listens, and how to make a first tenant when there is none."""
-    from models.tenancy import Agency
-
     base = f"http://{host}:{port}{spec.base_path()}"
     print(f"riskapi: serving {base} (docs: {base}/docs/, spec: {base}/openapi.yaml)", flush=True)
     with models.db.connection_context():
@@ -258,45 +257,3 @@ def _wait_for_group(group: int, timeout: float) -> None:
         except (ProcessLookupError, PermissionError):
             return
         time.sleep(0.05)
-
-
-def work(settings: Settings, burst: bool = False) -> None:
-    """Run the outbox relay and a delivery worker (with RQ's scheduler) against REDIS_URL."""
-    from jobs import embedded_redis, worker
-
-    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
-    if not settings.redis_url:
-        raise SystemExit("riskapi worker: set REDIS_URL (the Redis that `riskapi serve` and the API hosts share)")
-    if settings.worker_nice:
-        os.nice(settings.worker_nice)
-    models.bind(settings.database_url)
-    models.upgrade()
-    if settings.access_log:
-        from riskapi.observability import logs
-
-        logs.configure(settings.log_format, logging.getLogger("riskapi.attempts"))
-    if settings.metrics and settings.metrics_port:
-        _serve_worker_metrics(settings)
-    worker.run(
-        settings,
-        embedded_redis.connect(settings.redis_url),
-        embedded_redis.connect(settings.redis_url),
-        burst=burst,
-        threads=settings.webhook_worker_threads,
-    )
-
-
-def _serve_worker_metrics(settings: Settings) -> None:
-    """Serve this worker's metrics on 127.0.0.1:RISKAPI_METRICS_PORT (a worker host has no API to ask)."""
-    import prometheus_client
-    from prometheus_client import multiprocess
-
-    from riskapi.observability import metrics
-
-    registry = prometheus_client.CollectorRegistry()
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        multiprocess.MultiProcessCollector(registry)
-    else:
-        registry.register(metrics.Default())
-    registry.register(metrics.Backlog(settings.redis_url, settings.webhook_queue))
-    prometheus_client.start_http_server(settings.metrics_port, addr="127.0.0.1", registry=registry)
