@@ -57,8 +57,6 @@ class RiskObject(InRisk):
         (SQLite's write transactions already do.)
         """
         if not is_sqlite():
-            from models.tenancy import Risk
-
             Risk.select(Risk.id).where(Risk.id == risk_id).for_update().execute()
         return (cls.select(peewee.fn.MAX(cls.number)).where(cls.risk == risk_id).scalar() or 0) + 1
 
