@@ -3,10 +3,13 @@
 import functools
 import threading
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import cachetools
 import flask
 import orjson
+import peewee
 from connexion import context
 
 import spec
@@ -21,7 +24,7 @@ from riskapi.services.pagination import Paginator, envelope
 _SECRET: list = []
 
 
-def respond(status: int, body) -> flask.Response:
+def respond(status: int, body: Any) -> flask.Response:
     """Return a compact JSON response."""
     return flask.Response(orjson.dumps(body), status=status, mimetype="application/json")
 
@@ -65,7 +68,16 @@ def cursor_secret() -> bytes:
     return _SECRET[0]
 
 
-def list_page(model, rows_query, scope_id: int, per_page: int, cursor, filters, sort, render_rows) -> flask.Response:
+def list_page(
+    model: type[peewee.Model],
+    rows_query: "peewee.ModelSelect[Any]",
+    scope_id: int,
+    per_page: int,
+    cursor: str | None,
+    filters: Any,
+    sort: list[str] | None,
+    render_rows: Callable[[list], list[dict]],
+) -> flask.Response:
     """Answer one page of the request's list operation: the spec's filters and sorts, a signed cursor, Laravel's envelope.
 
     render_rows(rows) turns the page's rows into its items; scope_id is what reference filters look up within.
@@ -79,7 +91,7 @@ def list_page(model, rows_query, scope_id: int, per_page: int, cursor, filters, 
 
 
 @functools.cache
-def _listing(operation: str, model) -> query.ListSpec:
+def _listing(operation: str, model: type[peewee.Model]) -> query.ListSpec:
     # Named by the operation's function, so that its cursors cannot be replayed on another list.
     return query.ListSpec(operation, model)
 

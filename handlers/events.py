@@ -1,5 +1,7 @@
 """Events published by the platform's other services (forms, e-signatures) for their agency; the event types."""
 
+from typing import Any
+
 import flask
 
 import models
@@ -9,7 +11,7 @@ from riskapi.services import bulk_write as writes
 from riskapi.webhooks import outbox
 
 
-def publish_event(agency_id):
+def publish_event(agency_id: int) -> flask.Response:
     """Record an event and queue a delivery to each active webhook of the agency subscribed to it."""
     payload, errors = common.body()
     writes.fail_if(errors)
@@ -18,7 +20,7 @@ def publish_event(agency_id):
     return common.respond(202, accepted)
 
 
-def list_event_types(agency_id, filter_=None):
+def list_event_types(agency_id: int, filter_: Any = None) -> flask.Response:
     """List the events a webhook can subscribe to, each with its payload schema, as the spec states them."""
     # Like every list's filters, read from the query string (Connexion cannot pass `filter[name]` by name).
     names = flask.request.args.getlist("filter[name]")

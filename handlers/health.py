@@ -2,6 +2,7 @@
 
 import functools
 
+import flask
 import redis
 
 import models
@@ -11,12 +12,12 @@ from handlers import common, settings
 PROBE_TIMEOUT = 1.0
 
 
-def healthz():
+def healthz() -> flask.Response:
     """Answer that the process is alive."""
     return common.respond(200, {"status": "ok"})
 
 
-def readyz():
+def readyz() -> flask.Response:
     """Answer whether the database and Redis answer, naming the one that does not."""
     checks = {"database": _database(), "redis": _redis(settings().redis_url)}
     failed = [name for name, state in checks.items() if state == "down"]

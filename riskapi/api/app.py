@@ -103,7 +103,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
     pooled = not models.is_sqlite()
 
     @flask_app.before_request
-    def _connect():
+    def _connect() -> None:
         # Probes answer whatever the database does: readyz checks it itself, healthz never needs it.
         if flask.request.path not in PROBES:
             models.ensure_connection()
@@ -112,7 +112,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
         nudger = wake.Nudger(settings.redis_url, settings.webhook_queue)
 
         @flask_app.after_request
-        def _wake_relay(response):
+        def _wake_relay(response: flask.Response) -> flask.Response:
             # Committed by now; whether it recorded events or not, a relay pass costs one indexed query.
             request = flask.request
             if request.method in WRITES and response.status_code < 300 and not precognition.is_precognitive(request.headers):
@@ -120,7 +120,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
             return response
 
     @flask_app.teardown_request
-    def _release(exc):
+    def _release(exc: BaseException | None) -> None:
         # Pooled PostgreSQL connections go back to the pool; SQLite keeps one per thread.
         if pooled and not models.db.is_closed():
             if isinstance(exc, errors.DATABASE_DOWN):
@@ -132,7 +132,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
 
 
 @functools.lru_cache(maxsize=1)
-def asgi():
+def asgi() -> connexion.FlaskApp:
     """Return the app built from the environment (for `uvicorn riskapi.api.app:asgi --factory`)."""
     try:
         settings = Settings.from_env()

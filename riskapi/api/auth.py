@@ -20,7 +20,7 @@ _touched: cachetools.TTLCache = cachetools.TTLCache(maxsize=10000, ttl=TOUCH_EVE
 _lock = threading.Lock()
 
 
-def token_info(token: str):
+def token_info(token: str) -> dict[str, int] | None:
     """Return the token's claims ({"sub": agency id}) or None when unknown, revoked or expired."""
     if not token or len(token) > 200:
         return None

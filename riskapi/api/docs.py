@@ -6,9 +6,11 @@ itself, with implementation hints removed, before Connexion's Swagger UI middlew
 """
 
 import functools
+from typing import Any
 
 import orjson
 import yaml
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import spec
 
@@ -16,7 +18,7 @@ _INTERNAL = {"x-bearerInfoFunc", "x-openapi-router-controller"}
 _PATHS = {f"{spec.base_path()}/openapi.json": "application/json", f"{spec.base_path()}/openapi.yaml": "application/yaml"}
 
 
-def _public(value):
+def _public(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _public(item) for key, item in value.items() if key not in _INTERNAL}
     if isinstance(value, list):
@@ -36,10 +38,10 @@ def document(media_type: str) -> bytes:
 class SpecMiddleware:
     """Answer GET of the spec documents with the spec as written."""
 
-    def __init__(self, app):
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         media_type = _PATHS.get(scope.get("path", "")) if scope["type"] == "http" else None
         if media_type is None or scope["method"] not in {"GET", "HEAD"}:
             await self.app(scope, receive, send)

@@ -16,7 +16,9 @@ import heapq
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
+from typing import Any
 
 __all__ = ["READS", "HandlerThreads"]
 
@@ -43,7 +45,7 @@ class HandlerThreads(Executor):
         """Tell whether a request only reads: a read method, or a Precognition dry run."""
         return environ.get("REQUEST_METHOD") in READS or environ.get("HTTP_PRECOGNITION", "").lower() == "true"
 
-    def submit(self, fn, /, *args, **kwargs) -> Future:
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
         """Queue fn(*args, **kwargs) at its request's due time; return its Future."""
         environ = args[0] if args and isinstance(args[0], dict) else {}
         future: Future = Future()

@@ -15,6 +15,7 @@ import time
 import orjson
 import redis.asyncio
 from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import spec
 
@@ -36,13 +37,13 @@ def cost(headers: Headers) -> int:
 class RateLimitMiddleware:
     """Count each token's requests in Redis; answer 429 past the limit; add the X-RateLimit headers."""
 
-    def __init__(self, app, redis_url: str, limit: int):
+    def __init__(self, app: ASGIApp, redis_url: str, limit: int) -> None:
         self.app = app
         self.limit = limit
         self.redis = redis.asyncio.Redis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
         self._quiet_until = 0.0
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
         authorization = headers.get("authorization")
         if scope["type"] != "http" or not authorization or scope["path"].startswith(EXEMPT):
@@ -61,7 +62,7 @@ class RateLimitMiddleware:
             await _too_many(send, {**limits, **extra})
             return
 
-        async def send_with_limits(message):
+        async def send_with_limits(message: Message) -> None:
             if message["type"] == "http.response.start":
                 MutableHeaders(scope=message).update(limits)
             await send(message)
@@ -87,7 +88,7 @@ class RateLimitMiddleware:
         return used, ttl if ttl > 0 else WINDOW
 
 
-async def _too_many(send, headers: dict) -> None:
+async def _too_many(send: Send, headers: dict[str, str]) -> None:
     # Sent from here, outside Connexion's error handling, so that every response of the API (its
     # errors included) passes this middleware and carries the X-RateLimit headers.
     body = orjson.dumps({"message": "Too many requests.", "status": 429})

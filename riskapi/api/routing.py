@@ -9,6 +9,8 @@ adapter shows Connexion the signature it knows and is not itself marked as a wra
 
 import functools
 import inspect
+from collections.abc import Callable
+from typing import Any
 
 from connexion.utils import get_function_from_name
 
@@ -16,17 +18,17 @@ from riskapi.api import precognition
 from spec import function_name
 
 
-def resolve(operation_id: str):
+def resolve(operation_id: str) -> Callable[..., Any]:
     """Return the handler of an operationId: guarded against writing on a dry-run, given the agency as agency_id."""
     return precognition.guard(_agency_as_user(get_function_from_name(function_name(operation_id))))
 
 
-def _agency_as_user(handler):
+def _agency_as_user(handler: Callable[..., Any]) -> Callable[..., Any]:
     signature = inspect.signature(handler)
     if "agency_id" not in signature.parameters:
         return handler
 
-    def call(user, **kwargs):
+    def call(user: int, **kwargs: Any) -> Any:
         return handler(agency_id=user, **kwargs)
 
     functools.update_wrapper(call, handler)

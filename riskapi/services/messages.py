@@ -48,7 +48,7 @@ MESSAGES = {
 _PLACEHOLDER = re.compile(r":([a-z]+)")
 
 
-def message(rule: str, attribute: str, **values) -> str:
+def message(rule: str, attribute: str, **values: object) -> str:
     """Return the text of `rule` for a field, its placeholders filled in."""
     values["attribute"] = attribute
     return _PLACEHOLDER.sub(lambda m: str(values.get(m.group(1), m.group(0))), MESSAGES[rule])
