@@ -47,7 +47,10 @@ def install(output: pathlib.Path) -> None:
 def serve_and_use() -> int:
     """Serve the app on a fresh database and run the usage script against it."""
     os.environ["DATABASE_URL"] = "sqlite:///" + os.path.join(tempfile.mkdtemp(prefix="riskapi-sdk-"), "sdk.db")
+    # A check, not a deployment: every answer is validated against the spec the client was generated from.
     os.environ["RISKAPI_VALIDATE_RESPONSES"] = "1"
+    # No access line per request between the check's own lines (the access log changes no answer).
+    os.environ["RISKAPI_ACCESS_LOG"] = "0"
     # Webhooks deliver to https://localhost here (nothing is delivered: no worker runs).
     os.environ["RISKAPI_WEBHOOK_ALLOW_PRIVATE"] = "1"
     # Imported here: tox runs this file by path, so the repository (toolkit) is on sys.path only from now on.
