@@ -262,11 +262,11 @@ def check(graph: Graph, out=sys.stdout) -> list[str]:
     folder_groups = tangles(folders)
     print(f"module cycles: {len(module_groups)} ({sum(map(len, module_groups))} modules)", file=out)
     for group in module_groups:
-        print(f"  {' -> '.join(one_cycle(group, graph.edges))}  [{len(group)} modules tangled]", file=out)
+        print(f"  {' -> '.join(one_cycle(group, graph.edges))}  [{len(group)} modules tangled: {', '.join(group)}]", file=out)
     print(f"folder cycles: {len(folder_groups)}", file=out)
     for group in folder_groups:
         cycle = one_cycle(group, folders)
-        print(f"  {' -> '.join(cycle)}  [{len(group)} folders tangled]", file=out)
+        print(f"  {' -> '.join(cycle)}  [{len(group)} folders tangled: {', '.join(group)}]", file=out)
         for before, after in zip(cycle, cycle[1:], strict=False):
             why = sorted(
                 f"{m} -> {t}"
