@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parent.parent
+from toolkit import ROOT
 
 
 def has_gunicorn() -> bool:
