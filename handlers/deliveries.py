@@ -1,6 +1,10 @@
 """A webhook's delivery log, and sending one delivery again."""
 
 import uuid
+from typing import Any
+
+import flask
+import peewee
 
 import models
 from handlers import common
@@ -14,7 +18,7 @@ from riskapi.services.messages import message
 from riskapi.services.render import envelope, values
 
 
-def _select():
+def _select() -> "peewee.ModelSelect[Any]":  # read as dicts: each row carries its event's uuid too
     return Delivery.select(Delivery, Event.uuid.alias("event_uuid")).join(Event)
 
 
@@ -38,7 +42,9 @@ def _attempts(ids: list[int]) -> dict:
     return found
 
 
-def list_deliveries(agency_id, webhook, per_page, cursor=None, filter_=None, sort=None):
+def list_deliveries(
+    agency_id: int, webhook: str, per_page: int, cursor: str | None = None, filter_: Any = None, sort: list[str] | None = None
+) -> flask.Response:
     """List a webhook's deliveries, newest first."""
     hook = webhook_of(agency_id, webhook)
     rows = _select().where(Delivery.webhook == hook.id).dicts()
@@ -50,7 +56,7 @@ def _render_page(rows: list[dict]) -> list[dict]:
     return [render(row, attempts[row["id"]]) for row in rows]
 
 
-def redeliver(agency_id, webhook, delivery):
+def redeliver(agency_id: int, webhook: str, delivery: str) -> flask.Response:
     """Start a new round of attempts for a delivery (same event, same Service-Delivery id)."""
     with models.atomic():
         hook = webhook_of(agency_id, webhook)
@@ -69,7 +75,7 @@ def redeliver(agency_id, webhook, delivery):
     return common.respond(202, {"data": render(row, attempts)})
 
 
-def recover_deliveries(agency_id, webhook):
+def recover_deliveries(agency_id: int, webhook: str) -> flask.Response:
     """Queue a new round of attempts for every failed delivery of a webhook created in a window."""
     payload, errors = common.body()
     writes.fail_if(errors)

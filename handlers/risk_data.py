@@ -1,16 +1,28 @@
 """Risk data of every kind: each kind's list and bulk create, and the bulk update and delete of any kind."""
 
 import functools
+from typing import Any
+
+import flask
 
 from handlers import common
-from models.risk_data import Building, Driver, Premise, Vehicle
+from models.risk_data import Building, Driver, InRisk, Premise, RiskObject, Vehicle
 from riskapi.services import bulk_write as writes
 from riskapi.services import render
 from riskapi.services import risk_data_writes as risk_writes
 from riskapi.services.messages import message
 
 
-def _list(model, agency_id, risk, per_page, cursor, filter_, sort, include):
+def _list(
+    model: type[InRisk],
+    agency_id: int,
+    risk: str,
+    per_page: int,
+    cursor: str | None,
+    filter_: Any,
+    sort: list[str] | None,
+    include: list[str] | None,
+) -> flask.Response:
     """Answer one page of a risk profile's rows of one kind (the one list pipeline: handlers.common.list_page)."""
     profile = common.risk_of(agency_id, risk)
     rows = render.select(model).where(model.risk == profile.id)
@@ -18,62 +30,94 @@ def _list(model, agency_id, risk, per_page, cursor, filter_, sort, include):
     return common.list_page(model, rows, profile.id, per_page, cursor, filter_, sort, shown)
 
 
-def _create(model, agency_id, risk, include):
+def _create(model: type[RiskObject], agency_id: int, risk: str, include: list[str] | None) -> flask.Response:
     """Create rows of one kind in a risk profile, in bulk, atomically (the one bulk-write path)."""
     return common.bulk_write(201, risk_writes.Create(model, common.risk_of(agency_id, risk), include))
 
 
-def list_drivers(agency_id, risk, per_page, cursor=None, filter_=None, sort=None, include=None):
+def list_drivers(
+    agency_id: int,
+    risk: str,
+    per_page: int,
+    cursor: str | None = None,
+    filter_: Any = None,
+    sort: list[str] | None = None,
+    include: list[str] | None = None,
+) -> flask.Response:
     """List a risk profile's drivers."""
     return _list(Driver, agency_id, risk, per_page, cursor, filter_, sort, include)
 
 
-def create_drivers(agency_id, risk, include=None):
+def create_drivers(agency_id: int, risk: str, include: list[str] | None = None) -> flask.Response:
     """Create drivers in bulk, atomically."""
     return _create(Driver, agency_id, risk, include)
 
 
-def list_vehicles(agency_id, risk, per_page, cursor=None, filter_=None, sort=None, include=None):
+def list_vehicles(
+    agency_id: int,
+    risk: str,
+    per_page: int,
+    cursor: str | None = None,
+    filter_: Any = None,
+    sort: list[str] | None = None,
+    include: list[str] | None = None,
+) -> flask.Response:
     """List a risk profile's vehicles."""
     return _list(Vehicle, agency_id, risk, per_page, cursor, filter_, sort, include)
 
 
-def create_vehicles(agency_id, risk, include=None):
+def create_vehicles(agency_id: int, risk: str, include: list[str] | None = None) -> flask.Response:
     """Create vehicles in bulk, atomically."""
     return _create(Vehicle, agency_id, risk, include)
 
 
-def list_premises(agency_id, risk, per_page, cursor=None, filter_=None, sort=None, include=None):
+def list_premises(
+    agency_id: int,
+    risk: str,
+    per_page: int,
+    cursor: str | None = None,
+    filter_: Any = None,
+    sort: list[str] | None = None,
+    include: list[str] | None = None,
+) -> flask.Response:
     """List a risk profile's premises."""
     return _list(Premise, agency_id, risk, per_page, cursor, filter_, sort, include)
 
 
-def create_premises(agency_id, risk, include=None):
+def create_premises(agency_id: int, risk: str, include: list[str] | None = None) -> flask.Response:
     """Create premises in bulk, atomically."""
     return _create(Premise, agency_id, risk, include)
 
 
-def list_buildings(agency_id, risk, per_page, cursor=None, filter_=None, sort=None, include=None):
+def list_buildings(
+    agency_id: int,
+    risk: str,
+    per_page: int,
+    cursor: str | None = None,
+    filter_: Any = None,
+    sort: list[str] | None = None,
+    include: list[str] | None = None,
+) -> flask.Response:
     """List a risk profile's buildings."""
     return _list(Building, agency_id, risk, per_page, cursor, filter_, sort, include)
 
 
-def create_buildings(agency_id, risk, include=None):
+def create_buildings(agency_id: int, risk: str, include: list[str] | None = None) -> flask.Response:
     """Create buildings in bulk, atomically."""
     return _create(Building, agency_id, risk, include)
 
 
-def update_risk_data(agency_id, risk):
+def update_risk_data(agency_id: int, risk: str) -> flask.Response:
     """Update risk data."""
     return common.bulk_write(200, risk_writes.Update(common.risk_of(agency_id, risk)))
 
 
-def delete_risk_data(agency_id, risk):
+def delete_risk_data(agency_id: int, risk: str) -> flask.Response:
     """Delete risk data."""
     return common.bulk_write(200, risk_writes.Delete(common.risk_of(agency_id, risk)))
 
 
-def override_risk_data(agency_id, risk):
+def override_risk_data(agency_id: int, risk: str) -> None:
     """Refuse a POST that names no method to stand for."""
     common.risk_of(agency_id, risk)
     _, errors = common.body()

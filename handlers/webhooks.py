@@ -1,6 +1,9 @@
 """Webhook subscriptions: list, bulk create, update and delete, rotate-secret and ping."""
 
 import uuid
+from typing import Any
+
+import flask
 
 import models
 from handlers import common, settings
@@ -25,7 +28,9 @@ def webhook_of(agency_id: int, webhook_uuid: str) -> Webhook:
 # ---- operations -----------------------------------------------------------------------------------
 
 
-def list_webhooks(agency_id, per_page, cursor=None, filter_=None, sort=None):
+def list_webhooks(
+    agency_id: int, per_page: int, cursor: str | None = None, filter_: Any = None, sort: list[str] | None = None
+) -> flask.Response:
     """List the agency's webhooks."""
     rows = Webhook.select().where(Webhook.agency == agency_id).dicts()
     return common.list_page(
@@ -33,22 +38,22 @@ def list_webhooks(agency_id, per_page, cursor=None, filter_=None, sort=None):
     )
 
 
-def create_webhooks(agency_id):
+def create_webhooks(agency_id: int) -> flask.Response:
     """Create webhooks."""
     return common.bulk_write(201, webhook_writes.Create(agency_id, settings().webhook_allow_private))
 
 
-def update_webhooks(agency_id):
+def update_webhooks(agency_id: int) -> flask.Response:
     """Update webhooks."""
     return common.bulk_write(200, webhook_writes.Update(agency_id, settings().webhook_allow_private))
 
 
-def delete_webhooks(agency_id):
+def delete_webhooks(agency_id: int) -> flask.Response:
     """Delete webhooks; their pending deliveries go with them."""
     return common.bulk_write(200, webhook_writes.Delete(agency_id))
 
 
-def rotate_secret(agency_id, webhook):
+def rotate_secret(agency_id: int, webhook: str) -> flask.Response:
     """Give a webhook a new signing secret; the one replaced keeps signing for RISKAPI_WEBHOOK_ROTATION_GRACE.
 
     The end of the grace is fixed now (this process's setting) and stored, so every worker honours the
@@ -59,7 +64,7 @@ def rotate_secret(agency_id, webhook):
     return common.respond(200, {"data": [webhook_writes.render(row)]})
 
 
-def ping_webhook(agency_id, webhook):
+def ping_webhook(agency_id: int, webhook: str) -> flask.Response:
     """Send a webhook.ping event to one webhook."""
     with models.atomic():
         found = webhook_of(agency_id, webhook)

@@ -14,7 +14,7 @@ class InRisk(PublicModel):
 
     OBJECT = ""
     # Foreign keys shown to clients as the related object's UUID: {field: model}.
-    REFERENCES: dict[str, type["InRisk"]] = {}
+    REFERENCES: dict[str, type["RiskObject"]] = {}
 
     risk = peewee.ForeignKeyField(Risk, on_delete="CASCADE")
 
@@ -147,4 +147,4 @@ class Building(RiskObject):
         indexes = ((("risk", "number"), True),)
 
 
-KINDS = {model.OBJECT: model for model in (Driver, Address, Vehicle, Premise, Building)}
+KINDS: dict[str, type[InRisk]] = {model.OBJECT: model for model in (Driver, Address, Vehicle, Premise, Building)}

@@ -2,10 +2,12 @@
 
 import logging
 import time
+from typing import Any
 
+import connexion
 import orjson
 import peewee
-from connexion.lifecycle import ConnexionResponse
+from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from starlette.exceptions import HTTPException
 
 import spec
@@ -15,7 +17,7 @@ from riskapi.exceptions import ApiError, ValidationFailed
 log = logging.getLogger("riskapi")
 
 
-def json_response(status: int, body, headers=None) -> ConnexionResponse:
+def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> ConnexionResponse:
     """Build a JSON response."""
     return ConnexionResponse(
         status_code=status,
@@ -26,7 +28,7 @@ def json_response(status: int, body, headers=None) -> ConnexionResponse:
     )
 
 
-def validation_response(request, errors: dict, selectable: bool = True) -> ConnexionResponse:
+def validation_response(request: ConnexionRequest, errors: dict, selectable: bool = True) -> ConnexionResponse:
     """Answer 422 with the errors, or 204 when a dry-run's selected fields pass (riskapi.api.precognition)."""
     judged = precognition.judge(request.headers, errors, selectable)
     if judged is None:
@@ -36,12 +38,12 @@ def validation_response(request, errors: dict, selectable: bool = True) -> Conne
     return json_response(422, body, headers)
 
 
-def _on_validation(request, exc: ValidationFailed):
+def _on_validation(request: ConnexionRequest, exc: ValidationFailed) -> ConnexionResponse:
     return validation_response(request, exc.errors, exc.selectable)
 
 
-def _on_api_error(request, exc: ApiError):
-    headers = {}
+def _on_api_error(request: ConnexionRequest, exc: ApiError) -> ConnexionResponse:
+    headers: dict[str, str] = {}
     if exc.status == 405:
         headers["Allow"] = ", ".join(spec.allowed_methods(request.url.path))
     return json_response(exc.status, {"message": exc.message, "status": exc.status}, headers)
@@ -59,12 +61,13 @@ _TEXTS = {
 }
 
 
-def _on_problem(request, exc):
+def _on_problem(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     status: int = getattr(exc, "status", 0) or getattr(exc, "status_code", 500)
-    message = _TEXTS.get(status) or getattr(exc, "detail", None) or "Request failed."
-    if status == 401 and getattr(exc, "detail", None):
-        message = "Unauthenticated: " + str(exc.detail).rstrip(".") + "."
-    headers = {}
+    detail = getattr(exc, "detail", None)
+    message = _TEXTS.get(status) or detail or "Request failed."
+    if status == 401 and detail:
+        message = "Unauthenticated: " + str(detail).rstrip(".") + "."
+    headers: dict[str, str] = {}
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
     if status == 405:
@@ -79,7 +82,7 @@ DATABASE_DOWN = (peewee.OperationalError, peewee.InterfaceError)
 _quiet_until = [0.0]
 
 
-def _on_database_down(request, exc):
+def _on_database_down(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     # One line per outage (at most one a minute), not one per request of a busy API.
     now = time.monotonic()
     if now >= _quiet_until[0]:
@@ -89,12 +92,12 @@ def _on_database_down(request, exc):
     return json_response(503, body, {"Retry-After": "1"})
 
 
-def _on_exception(request, exc):
+def _on_exception(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     log.error("unhandled error on %s", getattr(request, "url", "?"), exc_info=exc)
     return json_response(500, {"message": "Internal server error.", "status": 500})
 
 
-def register(app) -> None:
+def register(app: connexion.FlaskApp) -> None:
     """Map every error the app can raise to a JSON response."""
     from connexion.exceptions import ProblemException
 

@@ -8,21 +8,27 @@ database (the outbox), so a rolled-back dry-run leaves nothing behind, on any ro
 
 import fnmatch
 import functools
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import flask
+import werkzeug.datastructures
 from connexion.lifecycle import ConnexionResponse
 
 import models
 
 _READS = {"GET", "HEAD", "OPTIONS"}
 
+# A request's headers: Flask's (werkzeug) or an ASGI request's (starlette, a Mapping).
+Headers = werkzeug.datastructures.Headers | Mapping[str, str]
 
-def is_precognitive(headers) -> bool:
+
+def is_precognitive(headers: Headers) -> bool:
     """Tell whether request headers ask for a dry-run."""
     return headers.get("precognition", "").lower() == "true"
 
 
-def validate_only(headers) -> list[str]:
+def validate_only(headers: Headers) -> list[str]:
     """Return the body paths named by Precognition-Validate-Only."""
     raw = headers.get("precognition-validate-only", "")
     return [part.strip() for part in raw.split(",") if part.strip()]
@@ -46,7 +52,7 @@ def select_errors(errors: dict, only: list[str]) -> dict:
     return {path: messages for path, messages in errors.items() if "." not in path or wanted(path)}
 
 
-def judge(headers, errors: dict, selectable: bool = True) -> tuple[dict, dict] | None:
+def judge(headers: Headers, errors: dict, selectable: bool = True) -> tuple[dict, dict] | None:
     """Return (errors, response headers) a request answers 422 with, or None when a dry-run's selected fields pass.
 
     A dry-run answers only for the body fields Precognition-Validate-Only selects (selectable=False:
@@ -75,11 +81,11 @@ class _RolledBack(Exception):
     """Raised to undo a dry-run's transaction once its response is known."""
 
 
-def guard(view):
+def guard(view: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a view so that a precognitive write runs in a transaction that is always rolled back."""
 
     @functools.wraps(view)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         request = flask.request
         if request.method in _READS or not is_precognitive(request.headers):
             return view(*args, **kwargs)

@@ -5,7 +5,8 @@ A write (risk data's in riskapi.services.risk_data_rules, webhooks' in handlers.
 and returns the response items. Both run again inside the transaction, so the checks see what they guard.
 """
 
-from typing import Protocol
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, TypeVar
 
 import peewee
 
@@ -16,8 +17,10 @@ from riskapi.services.messages import message
 # PostgreSQL's deadlock_detected and serialization_failure: the transaction can simply run again.
 _RETRYABLE = {"40P01", "40001"}
 
+T = TypeVar("T")
 
-class Errors(dict):
+
+class Errors(dict[str, list[str]]):
     """Validation errors keyed by dotted path."""
 
     def add(self, path: str, message: str) -> None:
@@ -35,21 +38,21 @@ class Errors(dict):
 class Write(Protocol):
     """A bulk write: its database rules, then what it writes."""
 
-    def plan(self, body, errors: Errors): ...
+    def plan(self, body: Any, errors: Errors) -> Any: ...
 
-    def apply(self, planned) -> list[dict]: ...
+    def apply(self, planned: Any) -> list[dict]: ...
 
 
-def check(write: Write, body, errors: Errors) -> None:
+def check(write: Write, body: Any, errors: Errors) -> None:
     """Check a bulk body against the write's rules and write nothing (a dry-run); raise ValidationFailed on any error."""
     write.plan(body, errors)
     fail_if(errors)
 
 
-def run(write: Write, body, errors: Errors) -> list[dict]:
+def run(write: Write, body: Any, errors: Errors) -> list[dict]:
     """Check a bulk body and apply it atomically; return the response items."""
 
-    def work():
+    def work() -> list[dict]:
         attempt = Errors(errors)
         planned = write.plan(body, attempt)
         fail_if(attempt)
@@ -58,7 +61,7 @@ def run(write: Write, body, errors: Errors) -> list[dict]:
     return transaction(work)
 
 
-def transaction(work):
+def transaction(work: Callable[[], T]) -> T:
     """Run work in a write transaction, again when a concurrent writer took a unique number or deadlocked."""
     for _ in range(8):
         try:
@@ -78,20 +81,22 @@ def fail_if(errors: Errors) -> None:
         raise ValidationFailed(dict(errors))
 
 
-def items(body) -> list:
+def items(body: Any) -> list:
     """Return the items of a bulk body (its `data` list), or none when the body has no such list."""
     found = body.get("data") if isinstance(body, dict) else None
     return found if isinstance(found, list) else []
 
 
-def entries(listed: list):
+def entries(listed: list) -> Iterator[tuple[int, dict, dict]]:
     """Yield (index, item, item's data) of the items that are objects with an object (or no) `data`."""
     for i, item in enumerate(listed):
         if isinstance(item, dict) and isinstance(item.get("data", {}), dict):
             yield i, item, item.get("data") or {}
 
 
-def existing(listed, lookup, errors: Errors, missing: str) -> dict:
+def existing(
+    listed: list[tuple[int, Any]], lookup: Callable[[list[str]], dict[str, T]], errors: Errors, missing: str
+) -> dict[int, T]:
     """Map item indexes to what lookup finds for their uuid; report unknown and repeated uuids.
 
     listed is [(index, item)]; lookup(uuids) returns {lower-case uuid: found}; missing names the
@@ -99,7 +104,8 @@ def existing(listed, lookup, errors: Errors, missing: str) -> dict:
     """
     wanted = [(i, item["uuid"]) for i, item in listed if isinstance(item.get("uuid"), str) and errors.clean(f"data.{i}.uuid")]
     known = lookup([value.lower() for _, value in wanted]) if wanted else {}
-    found, seen = {}, set()
+    found: dict[int, T] = {}
+    seen: set[str] = set()
     for i, value in wanted:
         path, key = f"data.{i}.uuid", value.lower()
         if key in seen:

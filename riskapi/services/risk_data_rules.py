@@ -1,13 +1,17 @@
 """Bulk writes of risk data: the rules that need the database, then what is written."""
 
+import datetime
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
 import peewee
 
 import models
 import spec
 from models import utcnow
-from models.risk_data import KINDS, Address, Building, Driver, InRisk, Premise
+from models.risk_data import KINDS, Address, Building, Driver, InRisk, Premise, RiskObject
+from models.tenancy import Risk
 from riskapi.exceptions import ValidationFailed
 from riskapi.services import bulk_write as writes
 from riskapi.services import render
@@ -21,13 +25,13 @@ MAX_NUMBER = spec.schema("Number")["maximum"]
 DELETE_ORDER = ("building", "address", "driver", "vehicle", "premise")
 
 
-def _is_int(value) -> bool:
+def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def columns(model, values: dict) -> dict:
+def columns(model: type[InRisk], values: dict) -> dict:
     """Turn validated body values into column values (dates parsed; references and nesting left out)."""
-    out = {}
+    out: dict[str, Any] = {}
     for name, value in values.items():
         field = model._meta.fields.get(name)
         if field is None or name in model.REFERENCES:
@@ -38,7 +42,7 @@ def columns(model, values: dict) -> dict:
     return out
 
 
-def check_profile_type(profile, items, errors: Errors) -> None:
+def check_profile_type(profile: Risk, items: list, errors: Errors) -> None:
     """An item's profile_type, when given, must be the risk profile's type."""
     for i, item in enumerate(items):
         value = item.get("profile_type") if isinstance(item, dict) else None
@@ -47,7 +51,9 @@ def check_profile_type(profile, items, errors: Errors) -> None:
             errors.add(path, message("in", path))
 
 
-def resolve_references(model, profile, entries, errors: Errors) -> dict:
+def resolve_references(
+    model: type[InRisk], profile: Risk, entries: list[tuple[int, dict]], errors: Errors
+) -> dict[tuple[int, str], int | None]:
     """Map (index, name) to the referenced object's id, or None; unknown ones are errors."""
     resolved: dict[tuple[int, str], int | None] = {}
     for name, target in model.REFERENCES.items():
@@ -65,10 +71,12 @@ def resolve_references(model, profile, entries, errors: Errors) -> dict:
     return resolved
 
 
-def check_numbers(model, profile, numbered, errors: Errors) -> None:
+def check_numbers(
+    model: type[RiskObject], profile: Risk, numbered: Sequence[tuple[int, int, int | None]], errors: Errors
+) -> None:
     """Numbers stay unique in the risk profile: numbered is [(index, number, own id or None)]."""
     taken = model.ids_by_number(profile.id, [n for _, n, _ in numbered])
-    seen = set()
+    seen: set[int] = set()
     for i, number, own in numbered:
         path = f"data.{i}.data.number"
         if number in seen or taken.get(number, own) != own:
@@ -76,12 +84,14 @@ def check_numbers(model, profile, numbered, errors: Errors) -> None:
         seen.add(number)
 
 
-def plan_create(model, profile, body, errors: Errors) -> list:
+def plan_create(model: type[RiskObject], profile: Risk, body: Any, errors: Errors) -> list[tuple[dict, dict | None]]:
     """Check a create request against the database; return its rows."""
     listed = writes.items(body)
     check_profile_type(profile, listed, errors)
     entries = [(i, d) for i, _, d in writes.entries(listed)]
-    numbered = [(i, d["number"], None) for i, d in entries if _is_int(d.get("number")) and errors.clean(f"data.{i}.data.number")]
+    numbered: list[tuple[int, int, int | None]] = [
+        (i, d["number"], None) for i, d in entries if _is_int(d.get("number")) and errors.clean(f"data.{i}.data.number")
+    ]
     check_numbers(model, profile, numbered, errors)
     refs = resolve_references(model, profile, entries, errors)
     if errors:
@@ -90,7 +100,7 @@ def plan_create(model, profile, body, errors: Errors) -> list:
     # Auto numbers continue after the highest number, the request's explicit ones included.
     next_number = max([model.next_number(profile.id), *(n + 1 for n in used)])
     blank = {name: None for name in render.fields(model) if name not in model.REFERENCES}
-    rows = []
+    rows: list[tuple[dict, dict | None]] = []
     for i, values in entries:
         row = {"risk": profile.id, "uuid": uuid.uuid4(), "created": now, "updated": now, **blank, **columns(model, values)}
         for name in model.REFERENCES:
@@ -106,7 +116,7 @@ def plan_create(model, profile, body, errors: Errors) -> list:
     return [] if errors else rows
 
 
-def insert(model, profile, rows: list) -> list[dict]:
+def insert(model: type[InRisk], profile: Risk, rows: list[tuple[dict, dict | None]]) -> list[dict]:
     """Insert planned rows (and nested addresses); return them as stored."""
     stored = [row for row, _ in rows]
     for start in range(0, len(stored), 500):
@@ -114,7 +124,7 @@ def insert(model, profile, rows: list) -> list[dict]:
         ids = model.insert_many(chunk).returning(model.id).tuples().execute()
         for row, (new_id,) in zip(chunk, ids, strict=False):
             row["id"] = new_id
-    addresses = []
+    addresses: list[dict] = []
     for row, nested in rows:
         if nested:
             address = {
@@ -132,11 +142,11 @@ def insert(model, profile, rows: list) -> list[dict]:
     return stored
 
 
-def plan_update(profile, body, errors: Errors) -> list:
+def plan_update(profile: Risk, body: Any, errors: Errors) -> list[tuple[int, type[InRisk], int, dict, dict]]:
     """Check an update request against the database; return [(index, model, id, values, refs)]."""
     listed = writes.items(body)
     check_profile_type(profile, listed, errors)
-    by_kind: dict = {}
+    by_kind: dict[str, list[tuple[int, dict, dict]]] = {}
     for i, item, values in writes.entries(listed):
         if isinstance(item.get("object"), str) and item["object"] in KINDS:
             by_kind.setdefault(item["object"], []).append((i, item, values))
@@ -148,7 +158,7 @@ def plan_update(profile, body, errors: Errors) -> list:
         numbered = [
             (i, v["number"], ids[i]) for i, item, v in found if _is_int(v.get("number")) and errors.clean(f"data.{i}.data.number")
         ]
-        if numbered and hasattr(model, "next_number"):
+        if numbered and issubclass(model, RiskObject):
             check_numbers(model, profile, numbered, errors)
         refs = resolve_references(model, profile, [(i, v) for i, _, v in found], errors)
         if model is Driver:
@@ -157,12 +167,12 @@ def plan_update(profile, body, errors: Errors) -> list:
     return sorted(plan, key=lambda step: step[0])
 
 
-def _existing(model, profile, listed, errors: Errors) -> dict:
+def _existing(model: type[InRisk], profile: Risk, listed: list[tuple[int, Any]], errors: Errors) -> dict[int, int]:
     """Map item indexes to ids of the objects that exist (locked until the write ends); report the rest and repeats."""
     return writes.existing(listed, lambda uuids: model.ids_by_uuid(profile.id, uuids, lock=True), errors, "not_found")
 
 
-def _check_nested_addresses(found, ids, errors: Errors) -> None:
+def _check_nested_addresses(found: list[tuple[int, dict, dict]], ids: dict[int, int], errors: Errors) -> None:
     """A driver without an address needs a complete one."""
     nested = [(i, item, v["address"]) for i, item, v in found if isinstance(v.get("address"), dict)]
     if not nested:
@@ -178,9 +188,9 @@ def _check_nested_addresses(found, ids, errors: Errors) -> None:
                     errors.add(path, text)
 
 
-def apply_update(profile, plan: list) -> list[dict]:
+def apply_update(profile: Risk, plan: list[tuple[int, type[InRisk], int, dict, dict]]) -> list[dict]:
     """Write a checked update; return the bulk response items."""
-    now, out = utcnow(), []
+    now, out = utcnow(), list[dict]()
     for i, model, object_id, values, refs in plan:
         row = columns(model, values)
         for name in model.REFERENCES:
@@ -191,14 +201,14 @@ def apply_update(profile, plan: list) -> list[dict]:
             _vanished(i)
         if model is Address:
             Driver.update(updated=now).where(Driver.id == Address.select(Address.driver).where(Address.id == object_id)).execute()
-        nested = values.get("address", False) if model is Driver else False
+        nested: Any = values.get("address", False) if model is Driver else False  # False: not given
         if nested is not False:
             _write_nested_address(profile, object_id, nested, now)
     for _, model, object_id, values, _ in plan:
         current = render.select(model).where(model.id == object_id).first()
         if current is None:
             _vanished(i)
-        item = {
+        item: dict[str, Any] = {
             "object": model.OBJECT,
             "uuid": str(current["uuid"]),
             "data": render.data(model, current),
@@ -217,7 +227,7 @@ def _vanished(index: int) -> None:
     raise ValidationFailed({path: [message("not_found", path)]})
 
 
-def _write_nested_address(profile, driver_id: int, nested, now) -> None:
+def _write_nested_address(profile: Risk, driver_id: int, nested: dict | None, now: datetime.datetime) -> None:
     if nested is None:
         Address.delete().where(Address.driver == driver_id).execute()
         return
@@ -227,7 +237,7 @@ def _write_nested_address(profile, driver_id: int, nested, now) -> None:
         Address.insert(risk=profile.id, driver=driver_id, uuid=uuid.uuid4(), created=now, updated=now, **values).execute()
 
 
-def plan_delete(profile, body, errors: Errors) -> list:
+def plan_delete(profile: Risk, body: Any, errors: Errors) -> list[tuple[int, type[InRisk], int, str]]:
     """Check a delete request; return [(index, model, id, uuid)] in a safe order."""
     listed = writes.items(body)
     check_profile_type(profile, listed, errors)
@@ -248,7 +258,7 @@ def plan_delete(profile, body, errors: Errors) -> list:
     return plan
 
 
-def apply_delete(profile, plan: list) -> list[dict]:
+def apply_delete(profile: Risk, plan: list[tuple[int, type[InRisk], int, str]]) -> list[dict]:
     """Delete checked objects; return the bulk response items in request order."""
     for _, model, object_id, _ in plan:
         model.delete().where(model.id == object_id).execute()

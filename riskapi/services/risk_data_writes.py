@@ -1,5 +1,10 @@
 """The risk-data writes of the bulk-write path (riskapi.services.bulk_write): rules and rows, rendering, events."""
 
+from typing import Any
+
+import models
+from models.risk_data import InRisk, RiskObject
+from models.tenancy import Risk
 from riskapi.services import render
 from riskapi.services.bulk_write import Errors
 from riskapi.services.risk_data_rules import apply_delete, apply_update, insert, plan_create, plan_delete, plan_update
@@ -9,10 +14,10 @@ from riskapi.webhooks import outbox
 class Create:
     """Create risk data of one kind in a risk profile."""
 
-    def __init__(self, model, risk, include=None):
+    def __init__(self, model: type[RiskObject], risk: Risk, include: list[str] | None = None) -> None:
         self.model, self.risk, self.include = model, risk, include
 
-    def plan(self, body, errors: Errors) -> list:
+    def plan(self, body: Any, errors: Errors) -> list:
         """Check the items against the database; return their rows."""
         return plan_create(self.model, self.risk, body, errors)
 
@@ -26,10 +31,10 @@ class Create:
 class Update:
     """Update risk data of any kind in a risk profile."""
 
-    def __init__(self, risk):
+    def __init__(self, risk: Risk) -> None:
         self.risk = risk
 
-    def plan(self, body, errors: Errors) -> list:
+    def plan(self, body: Any, errors: Errors) -> list:
         """Check the items against the database; return what changes."""
         return plan_update(self.risk, body, errors)
 
@@ -43,10 +48,10 @@ class Update:
 class Delete:
     """Delete risk data of any kind from a risk profile."""
 
-    def __init__(self, risk):
+    def __init__(self, risk: Risk) -> None:
         self.risk = risk
 
-    def plan(self, body, errors: Errors) -> list:
+    def plan(self, body: Any, errors: Errors) -> list:
         """Check the items against the database; return what goes, in a safe order."""
         return plan_delete(self.risk, body, errors)
 
@@ -57,9 +62,9 @@ class Delete:
         return deleted
 
 
-def emit(risk, changed: list[dict], action: str) -> None:
+def emit(risk: Risk, changed: list[dict], action: str) -> None:
     """Record one event per changed object, in the write's transaction."""
-    by_event: dict = {}
+    by_event: dict[str, list[dict]] = {}
     for item in changed:
         if item["object"] != "address":
             by_event.setdefault(f"{item['object']}.{action}", []).append({**item, "risk": str(risk.uuid)})
@@ -67,11 +72,11 @@ def emit(risk, changed: list[dict], action: str) -> None:
         outbox.record(risk.agency_id, event, payloads)
 
 
-def _created(model, stored: list[dict], include) -> list[dict]:
+def _created(model: type[InRisk], stored: list[dict], include: list[str] | None) -> list[dict]:
     """Render freshly inserted rows; references' UUIDs are read back in one query each."""
     for name, target in model.REFERENCES.items():
         ids = {row[name] for row in stored if row[name] is not None}
-        uuids = dict(target.select(target.id, target.uuid).where(target.id.in_(list(ids))).tuples()) if ids else {}
+        uuids = dict(models.tuples(target.select(target.id, target.uuid).where(target.id.in_(list(ids))))) if ids else {}
         for row in stored:
             row[f"{name}_uuid"] = uuids.get(row[name])
     return render.envelopes(model, stored, include)
