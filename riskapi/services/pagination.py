@@ -5,6 +5,8 @@ import functools
 import hashlib
 import operator
 import uuid
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlencode
 
 import itsdangerous
@@ -20,7 +22,7 @@ BAD_CURSOR = {"cursor": [message("bad_cursor", "cursor")]}
 class _ShortHMAC(itsdangerous.HMACAlgorithm):
     """HMAC-SHA256 cut to 16 bytes, which keeps cursors short."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(hashlib.sha256)
 
     def get_signature(self, key: bytes, value: bytes) -> bytes:
@@ -37,19 +39,19 @@ def _signer(secret: bytes) -> itsdangerous.Signer:
 class Key:
     """One ordering column: its field, direction and whether it holds nulls."""
 
-    def __init__(self, field: peewee.Field, desc: bool):
+    def __init__(self, field: peewee.Field, desc: bool) -> None:
         self.field = field
         self.desc = desc
         self.nullable = field.null
 
-    def order(self, flip: bool):
+    def order(self, flip: bool) -> peewee.Ordering:
         """Return the ORDER BY term; nulls sort as the smallest value on every database."""
         desc = self.desc != flip
         if not self.nullable:
             return self.field.desc() if desc else self.field.asc()
         return self.field.desc(nulls="LAST") if desc else self.field.asc(nulls="FIRST")
 
-    def after(self, value, flip: bool):
+    def after(self, value: Any, flip: bool) -> peewee.Expression | None:
         """Rows strictly after value in this key's order."""
         col = self.field
         if self.desc != flip:
@@ -60,11 +62,11 @@ class Key:
             return col.is_null(False)
         return col > value
 
-    def equal(self, value):
+    def equal(self, value: Any) -> peewee.Expression:
         """Rows equal to value."""
         return self.field.is_null() if value is None else self.field == value
 
-    def bound(self, value, flip: bool):
+    def bound(self, value: Any, flip: bool) -> peewee.Expression | None:
         """An index-friendly range that contains every row at or after value."""
         col = self.field
         if value is None:
@@ -73,7 +75,7 @@ class Key:
             return (col <= value) | col.is_null() if self.nullable else col <= value
         return col >= value
 
-    def load(self, raw):
+    def load(self, raw: Any) -> Any:
         """Turn a cursor value back into the column's type, or raise ValueError."""
         if raw is None:
             if not self.nullable:
@@ -99,7 +101,7 @@ class Key:
         return raw
 
 
-def _dump(value):
+def _dump(value: Any) -> Any:
     if isinstance(value, (datetime.date, datetime.datetime)):
         return value.isoformat()
     if isinstance(value, uuid.UUID):
@@ -110,7 +112,7 @@ def _dump(value):
 class Paginator:
     """Fetch one page of a query ordered by keys, in the direction a cursor says."""
 
-    def __init__(self, keys: list[Key], signature: str, secret: bytes):
+    def __init__(self, keys: list[Key], signature: str, secret: bytes) -> None:
         self.keys = keys
         self.signature = signature
         self.signer = _signer(secret)
@@ -139,7 +141,7 @@ class Paginator:
         except (itsdangerous.BadData, ValueError, TypeError, KeyError, AttributeError, orjson.JSONDecodeError):
             raise ValidationFailed(BAD_CURSOR) from None
 
-    def _position(self, values: list, flip: bool):
+    def _position(self, values: list, flip: bool) -> peewee.ColumnBase:
         clauses: list[peewee.ColumnBase] = []
         equal: list[peewee.ColumnBase] = []
         for key, value in zip(self.keys, values, strict=False):
@@ -151,7 +153,7 @@ class Paginator:
         bound = self.keys[0].bound(values[0], flip)
         return condition & bound if bound is not None else condition
 
-    def page(self, query, per_page: int, cursor: str | None):
+    def page(self, query: "peewee.ModelSelect[Any]", per_page: int, cursor: str | None) -> tuple[list, str | None, str | None]:
         """Return (rows, next_cursor, prev_cursor)."""
         values, forward = self.decode(cursor) if cursor else (None, True)
         flip = not forward
@@ -171,11 +173,13 @@ class Paginator:
         return rows, next_cursor, prev_cursor
 
 
-def envelope(items: list, per_page: int, next_cursor, prev_cursor, base_url: str, args) -> dict:
+def envelope(
+    items: list, per_page: int, next_cursor: str | None, prev_cursor: str | None, base_url: str, args: Iterable[tuple[str, str]]
+) -> dict:
     """Return Laravel's cursor paginator envelope; page URLs repeat every other parameter."""
     kept = [(k, v) for k, v in args if k not in {"cursor", "per_page"}]
 
-    def url(cursor):
+    def url(cursor: str | None) -> str | None:
         if cursor is None:
             return None
         return base_url + "?" + urlencode(kept + [("per_page", per_page), ("cursor", cursor)])

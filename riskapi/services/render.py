@@ -3,15 +3,20 @@
 import datetime
 import functools
 import uuid
+from typing import Any
 
 import peewee
 
 import spec
 from models import timestamp
-from models.risk_data import KINDS
+from models.risk_data import KINDS, InRisk, RiskObject
+from models.webhooks import Delivery, Webhook
+
+# The models rendered in the envelope: each names its `object`.
+Model = type[InRisk] | type[Webhook] | type[Delivery]
 
 
-def value(stored):
+def value(stored: Any) -> Any:
     """Return a stored value as JSON shows it: times in UTC with their offset, dates and UUIDs as strings."""
     if isinstance(stored, datetime.datetime):
         return timestamp(stored)
@@ -27,25 +32,25 @@ def _properties(schema_name: str, part: str) -> tuple[str, ...]:
 
 
 @functools.cache
-def fields(model) -> tuple[str, ...]:
+def fields(model: Model) -> tuple[str, ...]:
     """Return the `data` properties of a model's response schema in the spec."""
     return spec.data_fields(model.__name__)
 
 
 @functools.cache
-def _meta(model) -> tuple[str, ...]:
+def _meta(model: Model) -> tuple[str, ...]:
     return _properties(model.__name__, "meta")
 
 
 @functools.cache
-def _relations(model) -> tuple[str, ...] | None:
+def _relations(model: Model) -> tuple[str, ...] | None:
     """Return the names in a model's `relations`, or None when its schema has no `relations`."""
     if "relations" not in spec.schema(model.__name__)["properties"]:
         return None
     return _properties(model.__name__, "relations")
 
 
-def _references(model) -> dict:
+def _references(model: Model) -> dict[str, type[RiskObject]]:
     return getattr(model, "REFERENCES", {})
 
 
@@ -59,9 +64,9 @@ def values(schema_name: str, row: dict) -> dict:
     return {name: value(row.get(name)) for name in _names(schema_name)}
 
 
-def select(model):
+def select(model: type[InRisk]) -> "peewee.ModelSelect[Any]":
     """Select a model's rows as dicts, with referenced objects' UUIDs as `<name>_uuid`."""
-    columns = [model]
+    columns: list[Any] = [model]
     query = model.select()
     for name, target in model.REFERENCES.items():
         alias = target.alias()
@@ -75,15 +80,15 @@ _AS_IS = frozenset({str, int, float, bool, type(None)})
 
 
 @functools.cache
-def _columns(model) -> tuple[tuple[str, str | None], ...]:
+def _columns(model: Model) -> tuple[tuple[str, str | None], ...]:
     """Return (data property, row key of the UUID it shows or None) for each of a model's `data` properties."""
     references = _references(model)
     return tuple((name, f"{name}_uuid" if name in references else None) for name in fields(model))
 
 
-def data(model, row: dict) -> dict:
+def data(model: Model, row: dict) -> dict:
     """Return the `data` of a row; a reference shows the UUID of the object it names."""
-    out = {}
+    out: dict[str, Any] = {}
     for name, shown_uuid in _columns(model):
         if shown_uuid is not None:
             ref = row.get(shown_uuid)
@@ -94,9 +99,9 @@ def data(model, row: dict) -> dict:
     return out
 
 
-def envelope(model, row: dict, relations: dict | None = None) -> dict:
+def envelope(model: Model, row: dict, relations: dict | None = None) -> dict:
     """Return a row in the common envelope; `meta` holds what the model's schema lists there."""
-    out = {
+    out: dict[str, Any] = {
         "object": model.OBJECT,
         "uuid": str(row["uuid"]),
         "data": data(model, row),
@@ -107,7 +112,7 @@ def envelope(model, row: dict, relations: dict | None = None) -> dict:
     return out
 
 
-def envelopes(model, rows: list[dict], include: list | None = None) -> list[dict]:
+def envelopes(model: type[InRisk], rows: list[dict], include: list | None = None) -> list[dict]:
     """Render rows with the relations their schema lists, loading each included one in one query."""
     names = _relations(model)
     embedded = {name: _embedded(model, name, rows) for name in names or () if name in (include or ())}
@@ -120,7 +125,7 @@ def envelopes(model, rows: list[dict], include: list | None = None) -> list[dict
     return items
 
 
-def _relation(model, name: str, row: dict, shown: dict, embedded: dict):
+def _relation(model: type[InRisk], name: str, row: dict, shown: dict, embedded: dict) -> Any:
     """Return one relation of a row: the related object when included, else its UUID (or null)."""
     references = _references(model)
     if name in references:
@@ -128,11 +133,13 @@ def _relation(model, name: str, row: dict, shown: dict, embedded: dict):
     return embedded[name].get(row["id"]) if name in embedded else None
 
 
-def _embedded(model, name: str, rows: list[dict]) -> dict:
+def _embedded(model: type[InRisk], name: str, rows: list[dict]) -> dict:
     """Load an included relation of rows: {key in the row: the related object's envelope}."""
     if not rows:
         return {}
     references = _references(model)
+    target: type[InRisk]
+    key: peewee.Field
     if name in references:
         # The row names the related object (a building its premise).
         target = references[name]
@@ -143,7 +150,7 @@ def _embedded(model, name: str, rows: list[dict]) -> dict:
         key = next(f for f in target._meta.refs if f.rel_model is model)
         wanted = [row["id"] for row in rows]
     nested = _relations(target)
-    found = {}
+    found: dict[Any, dict] = {}
     for related in select(target).where(key.in_(wanted)):
         item = envelope(target, related)
         if nested is not None:

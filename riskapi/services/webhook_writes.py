@@ -2,6 +2,7 @@
 
 import datetime
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 import models
@@ -29,7 +30,7 @@ def render(row: dict) -> dict:
     return envelope(Webhook, shown)
 
 
-def _previous_valid_until(row: dict):
+def _previous_valid_until(row: dict) -> datetime.datetime | None:
     """Return until when the secret replaced by rotate-secret still signs webhook-signature; None once it does not."""
     until = row.get("previous_secret_expires")
     if not row.get("previous_secret") or until is None or until <= utcnow():
@@ -37,7 +38,7 @@ def _previous_valid_until(row: dict):
     return until
 
 
-def rows(ids) -> dict:
+def rows(ids: Iterable[int]) -> dict[int, dict]:
     """Return webhook rows (as dicts) by id."""
     return {row["id"]: row for row in models.dicts(Webhook.select().where(Webhook.id.in_(list(ids))))}
 
@@ -60,11 +61,11 @@ def _check_url(values: dict, path: str, errors: Errors, allow_private: bool) -> 
 class _Write:
     """A bulk write of an agency's webhooks."""
 
-    def __init__(self, agency_id: int, allow_private: bool = False):
+    def __init__(self, agency_id: int, allow_private: bool = False) -> None:
         self.agency_id = agency_id
         self.allow_private = allow_private  # RISKAPI_WEBHOOK_ALLOW_PRIVATE: private addresses are test set-ups only
 
-    def _existing(self, payload, errors: Errors) -> dict:
+    def _existing(self, payload: Any, errors: Errors) -> dict[int, dict]:
         """Map item index to the agency's webhook row its uuid names; report unknown and repeated ones."""
         listed = [(i, item) for i, item in enumerate(items(payload)) if isinstance(item, dict)]
         return existing(listed, self._rows_of, errors, "in")
@@ -79,7 +80,7 @@ class _Write:
 class Create(_Write):
     """Create webhooks: each gets its own signing secret; the agency's plan caps the active ones."""
 
-    def plan(self, payload, errors: Errors) -> list[dict]:
+    def plan(self, payload: Any, errors: Errors) -> list[dict]:
         listed = list(entries(items(payload)))
         urls = {i: _check_url(values, f"data.{i}.data.url", errors, self.allow_private) for i, _, values in listed}
         if errors:
@@ -113,7 +114,7 @@ class Create(_Write):
 class Update(_Write):
     """Update webhooks: the type stays; re-enabling counts against the agency's plan."""
 
-    def plan(self, payload, errors: Errors) -> list[tuple]:
+    def plan(self, payload: Any, errors: Errors) -> list[tuple]:
         """Return [(index, current row, changes)] of a valid update."""
         found = self._existing(payload, errors)
         now = utcnow()
@@ -143,7 +144,7 @@ class Update(_Write):
 class Delete(_Write):
     """Delete webhooks named by uuid."""
 
-    def plan(self, payload, errors: Errors) -> dict:
+    def plan(self, payload: Any, errors: Errors) -> dict[int, dict]:
         return self._existing(payload, errors)
 
     def apply(self, found: dict) -> list[dict]:
@@ -151,7 +152,7 @@ class Delete(_Write):
         return [{"object": "webhook", "uuid": str(found[i]["uuid"])} for i in sorted(found)]
 
 
-def _changes(values: dict, current: dict, url: str | None, now) -> dict:
+def _changes(values: dict, current: dict, url: str | None, now: datetime.datetime) -> dict:
     """Return the columns an update item changes."""
     changes: dict[str, Any] = {}
     if url is not None:
