@@ -102,8 +102,23 @@ class Relay:
             .limit(limit)
             .tuples()
         )
-        if not rows:
+        lost = self._lost(rows, cutoff) if rows else []
+        if not lost:
             return 0
+        with models.atomic():
+            for delivery_id, generation in lost:
+                Delivery.update(relayed=None, locked_until=None).where(
+                    (Delivery.id == delivery_id)
+                    & (Delivery.generation == generation)
+                    & (Delivery.status == PENDING)
+                    # A batch that runs longer than stale_after may have claimed it since the select.
+                    & (Delivery.locked_until.is_null() | (Delivery.locked_until < now))
+                ).execute()
+        log.warning("handed back %d deliveries whose jobs were lost", len(lost))
+        return len(lost)
+
+    def _lost(self, rows: list[tuple], cutoff) -> list[tuple[int, int]]:
+        """Return the (delivery id, generation) of rows (id, uuid, generation, batch) whose job RQ will not run."""
         # A delivery's job is its batch's while it has one, else its own.
         jobs = [
             (batch or jobs_queue.job_id(uuid, generation), delivery_id, generation)
@@ -124,19 +139,7 @@ class Relay:
             if status == "started" and started is not None and started > cutoff:
                 continue  # picked up just now
             lost.append((delivery_id, generation))
-        if not lost:
-            return 0
-        with models.atomic():
-            for delivery_id, generation in lost:
-                Delivery.update(relayed=None, locked_until=None).where(
-                    (Delivery.id == delivery_id)
-                    & (Delivery.generation == generation)
-                    & (Delivery.status == PENDING)
-                    # A batch that runs longer than stale_after may have claimed it since the select.
-                    & (Delivery.locked_until.is_null() | (Delivery.locked_until < now))
-                ).execute()
-        log.warning("handed back %d deliveries whose jobs were lost", len(lost))
-        return len(lost)
+        return lost
 
     def run(self, stop: threading.Event) -> None:
         """Relay until stop is set, riding out database and Redis outages."""

@@ -1,35 +1,29 @@
 """HTTPS POST for webhook delivery, hardened against hostile receivers.
 
 Webhook URLs are user-supplied, so this module assumes the far end may be
-an attacker: it refuses internal addresses (SSRF), pins the connection to
-the address it checked (no DNS rebinding between check and connect), never
-follows redirects, caps how much it reads, and enforces one total deadline
-so a slow-dripping receiver cannot hold a worker hostage. A connection the
-receiver keeps open is kept for the next attempt to it, in the pool passed in (jobs.connections).
+an attacker: it dials only public addresses, pinned to the address checked,
+within one total deadline (jobs.dialing), never follows redirects and caps
+how much it reads, so a slow-dripping receiver cannot hold a worker hostage.
+A connection the receiver keeps open is kept for the next attempt to it, in
+the pool passed in (jobs.connections).
 """
 
 from __future__ import annotations
 
-import contextlib
 import email.utils
-import functools
 import http.client
-import ipaddress
-import socket
 import ssl
-import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
 
-from jobs import connections
+from jobs import connections, dialing
+from jobs.dialing import is_allowed_address
 from riskapi.webhooks.urls import normalise
 
 __all__ = ["MAX_RESPONSE_BYTES", "Result", "is_allowed_address", "post", "prepare"]
 
 MAX_RESPONSE_BYTES = 64 * 1024
-
-_CGNAT = ipaddress.ip_network("100.64.0.0/10")
 
 # Framing is ours to decide; letting callers override these would let them
 # desynchronise the request or the connection kept for the next attempt.
@@ -52,56 +46,6 @@ class Result:
         return self.status is not None and 200 <= self.status < 300
 
 
-class _RefusedError(Exception):
-    """Raised when a delivery is rejected before or during the exchange."""
-
-
-class _Deadline:
-    """Total time budget that can forcibly unblock the socket when spent."""
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self.expires = time.monotonic() + timeout
-        self.fired = False
-        self._sock: socket.socket | None = None
-        self._lock = threading.Lock()
-        self._timer = threading.Timer(timeout, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def remaining(self) -> float:
-        """Return seconds left, raising TimeoutError if none are."""
-        left = self.expires - time.monotonic()
-        if left <= 0 or self.fired:
-            raise TimeoutError
-        return left
-
-    def guard(self, sock: socket.socket | None) -> None:
-        """Make sock the socket to shut down when the deadline passes."""
-        with self._lock:
-            self._sock = sock
-            if sock is not None:
-                sock.settimeout(self.remaining())
-
-    def cancel(self) -> None:
-        """Stop the timer so it cannot touch a socket we are done with."""
-        self._timer.cancel()
-        with self._lock:
-            self._sock = None
-
-    def _fire(self) -> None:
-        # Per-call socket timeouts restart on every byte, so a trickling
-        # receiver would never trip them; shutting the socket down makes the
-        # blocked read in the worker thread return immediately.
-        with self._lock:
-            self.fired = True
-            if self._sock is not None:
-                # The base-class shutdown touches only the fd, not the SSL
-                # object the worker thread is using; ENOTCONN is harmless.
-                with contextlib.suppress(OSError):
-                    socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
-
-
 class _PinnedConnection(http.client.HTTPConnection):
     """HTTP connection over a TLS socket we opened and verified ourselves."""
 
@@ -112,92 +56,6 @@ class _PinnedConnection(http.client.HTTPConnection):
         raise http.client.HTTPException("connection already closed")
 
 
-def is_allowed_address(address: str) -> bool:
-    """Return True if address is a public unicast IP we may deliver to."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    # Addresses that embed an IPv4 address route to it, so judge that one.
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded = ip.ipv4_mapped or ip.sixtofour
-        if embedded is not None:
-            return is_allowed_address(str(embedded))
-    return not (
-        ip.is_loopback
-        or ip.is_private
-        or ip.is_link_local
-        or ip.is_multicast
-        or ip.is_reserved
-        or ip.is_unspecified
-        or ip in _CGNAT
-    )
-
-
-@functools.lru_cache(maxsize=8)
-def _tls_context(ca_bundle: str | None) -> ssl.SSLContext:
-    """Return a verifying client context trusting the system CAs plus ca_bundle."""
-    # Loading the system trust store costs milliseconds; contexts are
-    # thread-safe, so build each one once per process.
-    context = ssl.create_default_context()
-    if ca_bundle is not None:
-        context.load_verify_locations(ca_bundle)
-    return context
-
-
-def _resolve(host: str, port: int, deadline: _Deadline) -> list[tuple]:
-    """Return getaddrinfo results for host, giving up at the deadline."""
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        pass
-    else:
-        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    # getaddrinfo has no timeout knob, so run it aside and stop waiting at
-    # the deadline; the abandoned daemon thread finishes on its own.
-    box: list = []
-
-    def lookup() -> None:
-        try:
-            box.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
-        except OSError as exc:
-            box.append(exc)
-
-    worker = threading.Thread(target=lookup, daemon=True)
-    worker.start()
-    worker.join(deadline.remaining())
-    if not box:
-        raise TimeoutError
-    if isinstance(box[0], OSError):
-        reason = box[0].strerror or box[0]
-        raise _RefusedError(f"DNS lookup for {host} failed: {reason}")
-    return box[0]
-
-
-def _connect(addresses: list[tuple], host: str, context: ssl.SSLContext, deadline: _Deadline) -> ssl.SSLSocket:
-    """Open a verified TLS connection to the first reachable checked address."""
-    last_error: OSError | None = None
-    for family, type_, proto, _, sockaddr in addresses:
-        sock = socket.socket(family, type_, proto)
-        try:
-            deadline.guard(sock)
-            sock.connect(sockaddr)
-            # Wrapping detaches sock's fd, so from here on only the TLS
-            # socket owns (and must close) the connection.
-            sock = context.wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False)
-            deadline.guard(sock)
-            sock.do_handshake()
-            return sock
-        except OSError as exc:
-            sock.close()
-            # TLS failures and an exhausted budget would only repeat on the
-            # next address; refused connections are worth another try.
-            if isinstance(exc, (ssl.SSLError, TimeoutError)) or deadline.fired:
-                raise
-            last_error = exc
-    raise last_error or OSError("no usable address")
-
-
 def prepare(url: str) -> tuple[str, int, str]:
     """Return the ASCII host, port and request target of an https URL, or refuse it."""
     # The subscription check judged normalise(url), so deliver exactly that:
@@ -206,13 +64,13 @@ def prepare(url: str) -> tuple[str, int, str]:
         parts = urllib.parse.urlsplit(normalise(url))
         port = parts.port or 443
     except ValueError as exc:
-        raise _RefusedError(f"invalid URL: {exc}") from None
+        raise dialing.Refused(f"invalid URL: {exc}") from None
     if parts.scheme != "https":
-        raise _RefusedError("only https:// URLs are allowed")
+        raise dialing.Refused("only https:// URLs are allowed")
     if parts.username is not None or parts.password is not None:
-        raise _RefusedError("URL must not contain credentials")
+        raise dialing.Refused("URL must not contain credentials")
     if not parts.hostname:
-        raise _RefusedError("URL has no host")
+        raise dialing.Refused("URL has no host")
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return parts.hostname, port, target
 
@@ -230,7 +88,7 @@ def post(
     """POST body to an https URL within timeout seconds and report the outcome; keep the connection in pool if given."""
     _check_arguments(body, timeout)
     started = time.monotonic()
-    deadline = _Deadline(timeout)
+    deadline = dialing.Deadline(timeout)
     status = error = retry_after = None
     tls = response = None
     keep = False
@@ -243,7 +101,7 @@ def post(
         if status in PUSHBACK:
             retry_after = parse_retry_after(response.getheader("Retry-After"))
         keep = complete and not response.will_close
-    except _RefusedError as exc:
+    except dialing.Refused as exc:
         error = str(exc)
     except (OSError, http.client.HTTPException, ValueError) as exc:
         error = _describe(exc, deadline)
@@ -264,7 +122,7 @@ _STALE = (ConnectionError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
 
 
 def _exchange(
-    pool: connections.Pool | None, key: connections.Key, target: str, body: bytes, headers: dict, deadline: _Deadline
+    pool: connections.Pool | None, key: connections.Key, target: str, body: bytes, headers: dict, deadline: dialing.Deadline
 ) -> tuple[ssl.SSLSocket, float, http.client.HTTPResponse]:
     """Send the POST on a kept connection to the receiver, or a new one; return it, when it opened, and the response."""
     kept = pool.take(key) if pool is not None else None
@@ -277,7 +135,7 @@ def _exchange(
             tls.close()
             if deadline.fired:
                 raise
-    tls = _open(key.host, key.port, deadline, allow_private=key.allow_private, ca_bundle=key.ca_bundle)
+    tls = dialing.open_tls(key.host, key.port, deadline, allow_private=key.allow_private, ca_bundle=key.ca_bundle)
     opened = time.monotonic()
     try:
         return tls, opened, _send(tls, key.host, key.port, target, body, headers, deadline)
@@ -296,25 +154,8 @@ def _check_arguments(body: bytes, timeout: float) -> None:
         raise TypeError(f"body must be bytes, not {type(body).__name__}")
 
 
-def _open(host: str, port: int, deadline: _Deadline, *, allow_private: bool, ca_bundle: str | None) -> ssl.SSLSocket:
-    """Resolve host, refuse internal addresses unless allowed, and open a verified TLS connection."""
-    context = _tls_context(ca_bundle)
-    addresses = _resolve(host, port, deadline)
-    if not allow_private:
-        _refuse_internal(addresses)
-    return _connect(addresses, host, context, deadline)
-
-
-def _refuse_internal(addresses: list[tuple]) -> None:
-    """Refuse the delivery if any resolved address is not a public unicast one."""
-    # Every address is checked, not just the first: _connect may fall back to any of them.
-    for *_, sockaddr in addresses:
-        if not is_allowed_address(sockaddr[0]):
-            raise _RefusedError(f"destination address {sockaddr[0]} is not allowed")
-
-
 def _send(
-    tls: ssl.SSLSocket, host: str, port: int, target: str, body: bytes, headers: dict, deadline: _Deadline
+    tls: ssl.SSLSocket, host: str, port: int, target: str, body: bytes, headers: dict, deadline: dialing.Deadline
 ) -> http.client.HTTPResponse:
     """Send the POST over tls and return the response once its head has arrived."""
     conn = _PinnedConnection(host, port)
@@ -331,7 +172,7 @@ def _send(
     return conn.getresponse()
 
 
-def _drain(response: http.client.HTTPResponse, tls: ssl.SSLSocket, deadline: _Deadline) -> bool:
+def _drain(response: http.client.HTTPResponse, tls: ssl.SSLSocket, deadline: dialing.Deadline) -> bool:
     """Read at most MAX_RESPONSE_BYTES of the body; return whether it was read to its end.
 
     Raises TimeoutError if the deadline cut it short.
@@ -368,7 +209,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return max(0.0, moment.timestamp() - (time.time() if now is None else now))
 
 
-def _describe(exc: Exception, deadline: _Deadline) -> str:
+def _describe(exc: Exception, deadline: dialing.Deadline) -> str:
     """Return a short, log-friendly reason for a failed exchange."""
     # Once the timer has fired, whatever broke was collateral of our shutdown.
     if deadline.fired or isinstance(exc, TimeoutError):

@@ -136,24 +136,31 @@ def _let_go(worker, current: list) -> None:
         worker.stop_scheduler()
 
 
+def _work_once(make_worker, burst: bool, current: list) -> tuple:
+    """Build an RQ worker and run it until it stops or loses Redis; return it (None if never built) and what ended it."""
+    worker, error = None, None
+    try:
+        worker = make_worker()  # RQ's constructor already talks to Redis (CLIENT SETNAME)
+        current.append(worker)
+        worker.work(burst=burst, with_scheduler=isinstance(worker, MainWorker), logging_level="WARNING")
+        error = worker.lost
+    except (redis.RedisError, OSError) as exc:
+        error = exc
+    except Exception:
+        log.exception("delivery worker failed; starting another")
+    finally:
+        if worker is not None:
+            _let_go(worker, current)
+    return worker, error
+
+
 def _serve_jobs(make_worker, stop: threading.Event, burst: bool, current: list, connection, outage: Outage) -> None:
     """Run RQ workers from make_worker until stop is set (or, in burst mode, the queue is empty), whatever Redis does."""
     pacing = Backoff()
     try:
         while not stop.is_set():
-            started, worker, error = time.monotonic(), None, None
-            try:
-                worker = make_worker()  # RQ's constructor already talks to Redis (CLIENT SETNAME)
-                current.append(worker)
-                worker.work(burst=burst, with_scheduler=isinstance(worker, MainWorker), logging_level="WARNING")
-                error = worker.lost
-            except (redis.RedisError, OSError) as exc:
-                error = exc
-            except Exception:
-                log.exception("delivery worker failed; starting another")
-            finally:
-                if worker is not None:
-                    _let_go(worker, current)
+            started = time.monotonic()
+            worker, error = _work_once(make_worker, burst, current)
             if stop.is_set() or (worker is not None and worker.stop_requested):
                 return
             if burst and error is None:

@@ -11,7 +11,9 @@ from rq.scheduler import RQScheduler
 from rq.worker import WorkerStatus
 
 from jobs.rq_internals import (
+    EngineJob,
     HookedWorker,
+    engine_job,
     forget_scheduler_process,
     install_scheduler_signal_handlers,
     scheduler_process,
@@ -32,6 +34,28 @@ def signal_handlers():
     yield
     for signum, handler in saved.items():
         signal.signal(signum, handler)
+
+
+@engine_job
+def engine_taker(value, engine=None):
+    """A job function that takes its worker's engine."""
+    return [value, engine]
+
+
+def plain_job(value, engine="none given"):
+    """A job function that does not."""
+    return [value, engine]
+
+
+def test_a_job_is_handed_its_workers_engine_only_if_its_function_takes_one(queue, signal_handlers):
+    """EngineJob._execute passes job.engine (set by HookedWorker.execute_job) to a function marked engine_job."""
+    marked, plain = queue.enqueue(engine_taker, 1), queue.enqueue(plain_job, 2)
+    worker = HookedWorker([queue], connection=queue.connection)
+    worker.engine = "the engine"
+    assert worker.job_class is EngineJob
+    assert worker.work(burst=True) is True
+    results = [EngineJob.fetch(job.id, connection=queue.connection).return_value() for job in (marked, plain)]
+    assert results == [[1, "the engine"], [2, "none given"]]
 
 
 def _work_in_thread(worker) -> BaseException | None:

@@ -120,7 +120,7 @@ def _worker_child(serve_pid: int) -> int | None:
             command = psutil.Process(pid).cmdline()
         except psutil.Error:
             continue
-        if "riskapi.process.cli" in command and "worker" in command:
+        if command[1:3] == ["-m", "riskapi"] and "worker" in command:  # python -m riskapi worker (riskapi.process.serve)
             return pid
     return None
 
