@@ -19,6 +19,7 @@ from riskapi.api import precognition
 from riskapi.exceptions import ApiError
 from riskapi.services import bulk_write as writes
 from riskapi.services import list_query as query
+from riskapi.services import render
 from riskapi.services.pagination import Paginator, envelope
 
 _SECRET: list = []
@@ -69,7 +70,7 @@ def cursor_secret() -> bytes:
 
 
 def list_page(
-    model: type[peewee.Model],
+    model: render.Model,
     rows_query: "peewee.ModelSelect[Any]",
     scope_id: int,
     per_page: int,
@@ -91,7 +92,7 @@ def list_page(
 
 
 @functools.cache
-def _listing(operation: str, model: type[peewee.Model]) -> query.ListSpec:
+def _listing(operation: str, model: render.Model) -> query.ListSpec:
     # Named by the operation's function, so that its cursors cannot be replayed on another list.
     return query.ListSpec(operation, model)
 

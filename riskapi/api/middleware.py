@@ -5,6 +5,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import orjson
 from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import spec
 from riskapi.api import precognition
@@ -19,16 +20,16 @@ _OVERRIDABLE = spec.path_pattern("overrideRiskData")
 class HeadersMiddleware:
     """Add `Vary: Precognition` to every response, and `Precognition: true` to precognitive ones."""
 
-    def __init__(self, app):
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         precognitive = precognition.is_precognitive(Headers(scope=scope))
 
-        async def send_with_headers(message):
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
                 headers.append("Vary", "Precognition")
@@ -42,13 +43,13 @@ class HeadersMiddleware:
 _FILTER_ARRAY = re.compile(r"^(filter\[[^\[\]]+\])(\[[^\[\]]*\])+$")
 
 
-def _flatten_filter_arrays(scope):
+def _flatten_filter_arrays(scope: Scope) -> Scope:
     """Turn `filter[x][]=a&filter[x][]=b` (or `[0]`, `[1]`) into `filter[x]=a,b`: Connexion fails on nested keys."""
     raw = scope.get("query_string", b"")
     if b"%5D%5B" not in raw.upper() and b"][" not in raw:
         return scope
-    merged: dict = {}
-    out = []
+    merged: dict[str, list[str]] = {}
+    out: list[tuple[str, str | list[str]]] = []
     for key, value in parse_qsl(raw.decode("latin-1"), keep_blank_values=True):
         match = _FILTER_ARRAY.match(key)
         if match:
@@ -66,11 +67,11 @@ def _flatten_filter_arrays(scope):
 class BodyMiddleware:
     """Refuse bodies over the size limit; let POST /risks/{risk}/data stand for PATCH or DELETE."""
 
-    def __init__(self, app, max_body_bytes: int = 10 * 1024 * 1024):
+    def __init__(self, app: ASGIApp, max_body_bytes: int = 10 * 1024 * 1024) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -91,10 +92,10 @@ class BodyMiddleware:
             scope, receive = await self._override(scope, receive, headers)
         await self.app(scope, receive, send)
 
-    def _limited(self, receive):
+    def _limited(self, receive: Receive) -> Receive:
         received = 0
 
-        async def limited():
+        async def limited() -> Message:
             nonlocal received
             message = await receive()
             received += len(message.get("body", b""))
@@ -104,11 +105,12 @@ class BodyMiddleware:
 
         return limited
 
-    async def _override(self, scope, receive, headers):
+    async def _override(self, scope: Scope, receive: Receive, headers: Headers) -> tuple[Scope, Receive]:
         header = headers.get("x-http-method-override")
         if header is not None and header.upper() not in _METHODS:
             return scope, receive  # stays POST, whose header parameter answers 422
-        chunks, more = [], True
+        chunks: list[bytes] = []
+        more = True
         while more:
             message = await receive()
             chunks.append(message.get("body", b""))
@@ -130,7 +132,7 @@ class BodyMiddleware:
             MutableHeaders(scope=scope)["content-length"] = str(len(body))
         replayed = False
 
-        async def replay():
+        async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
@@ -143,10 +145,10 @@ class BodyMiddleware:
 class RoutedOnlyMiddleware:
     """Answer 404/405 for requests the spec does not route, instead of letting Flask guess."""
 
-    def __init__(self, app):
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         routing = scope.get("extensions", {}).get("connexion_routing", {})
         if scope["type"] == "http" and not routing.get("operation_id"):
             methods = spec.allowed_methods(scope["path"])

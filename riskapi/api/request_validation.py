@@ -1,12 +1,15 @@
 """Connexion validators that report every error at once, keyed as Laravel keys them."""
 
 import re
+from typing import Any
 
 import orjson
+from connexion.lifecycle import ConnexionRequest
 from connexion.uri_parsing import OpenAPIURIParser
 from connexion.validators import AbstractRequestBodyValidator
 from connexion.validators.parameter import ParameterValidator
 from starlette.datastructures import Headers
+from starlette.types import Message, Receive, Scope
 
 import spec
 from riskapi.exceptions import ApiError, ValidationFailed
@@ -18,19 +21,19 @@ from spec import FILTER_PARAMETER
 _ANY_FILTER = re.compile(r"^filter\[([^\[\]]*)\]$")
 
 
-def stash(scope, **values) -> None:
+def stash(scope: Scope, **values: Any) -> None:
     """Hand values to the handler through Connexion's per-request context."""
     scope.setdefault("extensions", {}).setdefault("connexion_context", {}).update(values)
 
 
-def _too_deep(body, limit: int) -> dict:
+def _too_deep(body: Any, limit: int) -> dict[str, list[str]]:
     """Name the first value nested deeper than limit: what is stored must be echoed and delivered back.
 
     orjson reads 1,024 levels but writes only 254, and deep values cost every later reader.
     """
-    level = [("", body)]
+    level: list[tuple[str, Any]] = [("", body)]
     for _depth in range(limit + 1):
-        deeper = []
+        deeper: list[tuple[str, Any]] = []
         for path, value in level:
             children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
             for key, child in children:
@@ -43,11 +46,11 @@ def _too_deep(body, limit: int) -> dict:
     return {path: [message("nesting", path, max=limit)]}
 
 
-def _replay(receive, messages: list):
+def _replay(receive: Receive, messages: list[Message]) -> Receive:
     """Return a receive channel that hands out messages first, then what receive gives."""
     pending = iter(messages)
 
-    async def replaying():
+    async def replaying() -> Message:
         try:
             return next(pending)
         except StopIteration:
@@ -59,7 +62,7 @@ def _replay(receive, messages: list):
 class URIParser(OpenAPIURIParser):
     """Connexion's parser of OpenAPI 3 parameters, which also tells whether the operation takes a body."""
 
-    def __init__(self, param_defns, body_defn):
+    def __init__(self, param_defns: dict, body_defn: dict) -> None:
         super().__init__(param_defns, body_defn)
         self.has_body = bool(body_defn.get("schema"))
 
@@ -67,19 +70,21 @@ class URIParser(OpenAPIURIParser):
 class BodyValidator(AbstractRequestBodyValidator):
     """Parse a JSON body and collect its schema errors for the handler to merge with its own."""
 
-    def __init__(self, *, schema: dict, **kwargs):
+    def __init__(self, *, schema: dict, **kwargs: Any) -> None:
         super().__init__(schema=schema, **kwargs)
         self.schema = schema
 
-    async def wrap_receive(self, receive, *, scope):
-        messages, more = [], True
+    async def wrap_receive(self, receive: Receive, *, scope: Scope) -> tuple[Receive, Scope]:
+        messages: list[Message] = []
+        more = True
         while more:
             received = await receive()
             messages.append(received)
             more = received.get("more_body", False)
         raw = b"".join(m.get("body", b"") for m in messages)
+        body: Any = None
         if not raw.strip():
-            body, errors = None, {"data": [message("required", "data")]}
+            errors = {"data": [message("required", "data")]}
         else:
             try:
                 body = orjson.loads(raw)
@@ -101,8 +106,15 @@ def _names_error(kind: str, offending: list, allowed: list) -> str:
 class ParamValidator(ParameterValidator):
     """Validate every parameter, collecting all errors; unknown filter/sort/include names in spatie's words."""
 
-    def __init__(self, parameters, uri_parser, strict_validation=False, security_query_params=None):
-        seen, unique = set(), []
+    def __init__(
+        self,
+        parameters: list[dict],
+        uri_parser: URIParser,
+        strict_validation: bool = False,
+        security_query_params: list[str] | None = None,
+    ) -> None:
+        seen: set[tuple[str, str]] = set()
+        unique: list[dict] = []
         # Connexion 3.3 can list path-level parameters more than once.
         for param in parameters:
             key = (param["in"], param["name"])
@@ -111,7 +123,7 @@ class ParamValidator(ParameterValidator):
                 unique.append(param)
         super().__init__(unique, uri_parser, strict_validation, security_query_params)
 
-    def validate(self, scope):
+    def validate(self, scope: Scope) -> None:
         """Validate the parameters; when a JSON body follows, leave their errors to be reported with its errors."""
         try:
             super().validate(scope)
@@ -121,8 +133,8 @@ class ParamValidator(ParameterValidator):
                 raise
             stash(scope, parameter_errors=exc.errors)
 
-    def validate_request(self, request):
-        errors: dict = {}
+    def validate_request(self, request: ConnexionRequest) -> None:
+        errors: dict[str, list[str]] = {}
         for param in self.parameters.get("path", []):
             value = request.path_params.get(param["name"])
             if value is not None and compiled(param["schema"]).errors(value):
@@ -142,7 +154,7 @@ class ParamValidator(ParameterValidator):
         if errors:
             raise ValidationFailed(errors, selectable=False)
 
-    def _check_undeclared(self, request, has_filters: bool, errors: dict) -> None:
+    def _check_undeclared(self, request: ConnexionRequest, has_filters: bool, errors: dict) -> None:
         """Refuse query parameters the operation does not declare: a misspelt one must never be ignored silently."""
         declared = {param["name"] for param in self.parameters.get("query", [])}
         for key, value in request.query_params.items():
@@ -157,7 +169,7 @@ class ParamValidator(ParameterValidator):
                 errors[key] = [message("prohibited", attribute(key))]
 
     @staticmethod
-    def _check_filter_names(request, allowed: list, errors: dict) -> None:
+    def _check_filter_names(request: ConnexionRequest, allowed: list, errors: dict) -> None:
         """Name the `filter[<name>]` parameters a list does not declare, in spatie's words."""
         if "filter" in request.query_params:
             errors["filter"] = [message("object", "filter")]
@@ -168,7 +180,7 @@ class ParamValidator(ParameterValidator):
             errors["filter"] = [_names_error("filter", offending, allowed)]
 
     @staticmethod
-    def _check_query(param, value, errors):
+    def _check_query(param: dict, value: Any, errors: dict) -> None:
         name, schema = param["name"], param["schema"]
         if schema.get("type") == "array" and "enum" in schema.get("items", {}):
             allowed = schema["items"]["enum"]

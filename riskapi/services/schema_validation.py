@@ -4,6 +4,7 @@ import datetime
 import re
 import uuid
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -32,11 +33,11 @@ def parse_date(value: str) -> datetime.date | None:
     return None
 
 
-def _is_date(value) -> bool:
+def _is_date(value: object) -> bool:
     return not isinstance(value, str) or parse_date(value) is not None
 
 
-def _is_uuid(value) -> bool:
+def _is_uuid(value: object) -> bool:
     if not isinstance(value, str):
         return True
     try:
@@ -47,7 +48,7 @@ def _is_uuid(value) -> bool:
     return len(value) == 36 and value.count("-") == 4
 
 
-def _is_uri(value) -> bool:
+def _is_uri(value: object) -> bool:
     if not isinstance(value, str):
         return True
     try:
@@ -57,7 +58,7 @@ def _is_uri(value) -> bool:
         return False
 
 
-def _is_datetime(value) -> bool:
+def _is_datetime(value: object) -> bool:
     if not isinstance(value, str):
         return True
     try:
@@ -73,8 +74,12 @@ for _name, _check in FORMATS.items():
     FORMAT_CHECKER.checks(_name)(_check)
 
 
-def _nullable(fn):
-    def check(validator, value, instance, schema):
+# A jsonschema keyword: (validator, the keyword's value, instance, schema) -> its errors.
+Keyword = Callable[[Any, Any, Any, dict], Iterator[ValidationError]]
+
+
+def _nullable(fn: Keyword) -> Keyword:
+    def check(validator: Any, value: Any, instance: Any, schema: dict) -> Iterator[ValidationError]:
         if instance is None and schema.get("nullable"):
             return
         yield from fn(validator, value, instance, schema)
@@ -82,7 +87,7 @@ def _nullable(fn):
     return check
 
 
-def _one_of(validator, branches, instance, schema):
+def _one_of(validator: Any, branches: list[dict], instance: Any, schema: dict) -> Iterator[ValidationError]:
     """Validate a discriminated oneOf against the branch its tag names, for precise errors."""
     discriminator = schema.get("discriminator")
     if not discriminator or not isinstance(instance, dict):
@@ -105,7 +110,7 @@ _KEYWORDS["oneOf"] = _nullable(_one_of)
 RequestValidator = extend(Draft4Validator, _KEYWORDS)
 
 
-def _rs_schema(node):
+def _rs_schema(node: Any) -> Any:
     """Translate OpenAPI 3.0 (nullable, discriminator) into plain JSON Schema for jsonschema-rs."""
     if isinstance(node, list):
         return [_rs_schema(item) for item in node]
@@ -122,16 +127,16 @@ def _rs_schema(node):
 class SchemaValidator:
     """Validate instances of one schema: a compiled fast path, then precise errors on failure."""
 
-    def __init__(self, schema: dict):
+    def __init__(self, schema: dict) -> None:
         self.schema = schema
         self._slow = RequestValidator(schema, format_checker=FORMAT_CHECKER)
         self._fast = jsonschema_rs.Draft4Validator(_rs_schema(schema), validate_formats=True, formats=FORMATS)
 
-    def errors(self, instance, prefix: str = "") -> dict:
+    def errors(self, instance: Any, prefix: str = "") -> dict[str, list[str]]:
         """Return {dotted path: [messages]} for an instance; empty when valid."""
         if self._fast.is_valid(instance):
             return {}
-        found: dict = {}
+        found: dict[str, list[str]] = {}
         for error in self._slow.iter_errors(instance):
             for path, text in _messages(error, prefix):
                 found.setdefault(path, [])
@@ -145,15 +150,15 @@ def attribute(path: str) -> str:
     return path if "." in path or "[" in path or path.startswith("_") else path.replace("_", " ")
 
 
-def _join(prefix: str, parts) -> str:
+def _join(prefix: str, parts: Iterable[object]) -> str:
     return ".".join([p for p in [prefix, *[str(x) for x in parts]] if p != ""])
 
 
-def _size(value) -> str:
+def _size(value: Any) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def _messages(error: ValidationError, prefix: str):
+def _messages(error: ValidationError, prefix: str) -> Iterator[tuple[str, str]]:
     """Yield (path, message) pairs for one jsonschema error."""
     # A validator's errors always carry these; jsonschema's types allow them unset (for errors made by hand).
     kind = cast(str, error.validator)
@@ -215,14 +220,14 @@ def _message(kind: str, error: ValidationError, schema: dict, attr: str) -> str:
     return message("invalid", attr)
 
 
-def check(validator: SchemaValidator, instance, prefix: str = "") -> None:
+def check(validator: SchemaValidator, instance: Any, prefix: str = "") -> None:
     """Raise ValidationFailed with every error of an instance."""
     errors = validator.errors(instance, prefix)
     if errors:
         raise ValidationFailed(errors)
 
 
-_compiled: dict = {}
+_compiled: dict[int, tuple[dict, SchemaValidator]] = {}
 
 
 def compiled(schema: dict) -> SchemaValidator:
