@@ -3,6 +3,7 @@
 import datetime
 import hashlib
 import secrets
+from typing import Self
 
 import peewee
 
@@ -66,7 +67,7 @@ class Token(BaseModel):
         cls.update(last_used=utcnow()).where(cls.id == token_id).execute()
 
     @classmethod
-    def matching(cls, token_or_prefix: str) -> "peewee.ModelSelect[Token]":
+    def matching(cls, token_or_prefix: str) -> "peewee.ModelSelect[Self]":
         """Select the unrevoked tokens a full token or a prefix names."""
         if len(token_or_prefix) > cls.PREFIX_LENGTH:
             where = cls.digest == cls.hash(token_or_prefix)

@@ -1,6 +1,7 @@
 """Webhook subscriptions, the events that feed them, and their deliveries with every attempt."""
 
 from collections.abc import Iterable
+from typing import Self
 
 import peewee
 
@@ -48,7 +49,7 @@ class Webhook(PublicModel):
     agency_id: int  # Peewee's accessor of the foreign key's value
 
     @classmethod
-    def subscribed(cls, agency_id: int, event: str) -> "peewee.ModelSelect[Webhook]":
+    def subscribed(cls, agency_id: int, event: str) -> "peewee.ModelSelect[Self]":
         """Select the agency's active webhooks subscribed to an event."""
         return cls.select(cls.id).where((cls.agency == agency_id) & cls.disabled.is_null() & cls.events.contains(f",{event},"))
 
