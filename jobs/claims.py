@@ -18,6 +18,7 @@ import datetime
 import functools
 import logging
 import time
+from typing import Protocol
 
 import peewee
 from rq import get_current_job
@@ -38,6 +39,14 @@ log = logging.getLogger("riskapi.delivery")
 _CHUNK = 500
 
 
+class Lines(Protocol):
+    """What a job needs of the engine it is handed (jobs.lines.Engine, which imports this module)."""
+
+    settings: Settings
+
+    def line_up(self, entries: list[tuple]) -> None: ...
+
+
 @functools.lru_cache(maxsize=1)
 def worker_settings() -> Settings:
     """Return the worker process's settings (read once)."""
@@ -45,7 +54,7 @@ def worker_settings() -> Settings:
 
 
 @engine_job
-def take(delivery_id: int, generation: int, engine=None) -> str:
+def take(delivery_id: int, generation: int, engine: Lines | None = None) -> str:
     """RQ entry point: claim one delivery and put it in its webhook's line (or, with no engine, attempt it here)."""
     if engine is None:
         return attempt(delivery_id, generation, worker_settings())
@@ -62,7 +71,7 @@ def take(delivery_id: int, generation: int, engine=None) -> str:
 
 
 @engine_job
-def take_batch(deliveries: list, engine=None) -> str:
+def take_batch(deliveries: list, engine: Lines | None = None) -> str:
     """RQ entry point: claim a batch's (delivery id, generation) pairs and line them up; return a summary.
 
     The plainly claimable are claimed in two queries (a burst of one receiver's deliveries comes in at

@@ -19,12 +19,16 @@ import logging
 import queue as queues
 import threading
 import time
+from typing import Protocol
+
+import redis
 
 import models
 from jobs import queue as jobs_queue
 from jobs import retry
-from jobs.outages import DATABASE_ERRORS, reconnecting
+from jobs.outages import DATABASE_ERRORS, Outage, reconnecting
 from jobs.retry import AttemptFailed
+from jobs.slowness import SlowMarks
 from jobs.transport import Result
 from models import utcnow
 from models.webhooks import PENDING, Attempt, Delivery
@@ -99,11 +103,24 @@ def observe(delivery, webhook, result: Result, outcome: str, tries: int) -> None
         attempts.info("attempt", extra={"fields": {**fields, "duration_ms": result.duration_ms, "outcome": outcome}})
 
 
+class Owner(Protocol):
+    """What a Recorder needs of its engine (jobs.lines.Engine, which builds it: hence not imported here)."""
+
+    settings: Settings
+    connection: redis.Redis
+    database_outage: Outage
+    slow: SlowMarks
+
+    def settled(self) -> None: ...
+    def finished(self) -> bool: ...
+    def tend(self, unrecorded: list, renewing: bool, soon: float) -> None: ...
+
+
 class Recorder:
     """Writes the outcomes of one engine's attempts, and has it tend the claims of its waiting deliveries."""
 
-    def __init__(self, engine):
-        self.engine = engine  # a jobs.lines.Engine (not imported: it imports this module)
+    def __init__(self, engine: Owner):
+        self.engine = engine
         self.settings = engine.settings
         self.target = jobs_queue.retries(engine.connection, self.settings.webhook_queue)
         self.renew_every = max(min(self.settings.webhook_stale_after / 2, 5.0), 0.2)
