@@ -124,21 +124,24 @@ def lease_for(settings: Settings) -> datetime.timedelta:
     return datetime.timedelta(seconds=settings.webhook_timeout + settings.webhook_stale_after)
 
 
-def _load(delivery_ids: list[int]) -> list:
+def _load(delivery_ids: list[int]) -> list[Delivery]:
     """Return deliveries with their webhook and event body loaded."""
     query = Delivery.select(Delivery, Webhook, Event.body).join_from(Delivery, Webhook).join_from(Delivery, Event)
     return list(query.where(Delivery.id.in_(delivery_ids)))
 
 
-def claim(delivery_id: int, generation: int, settings: Settings, wait: bool = True):
+def claim(
+    delivery_id: int, generation: int, settings: Settings, wait: bool = True
+) -> tuple[Delivery, Webhook, datetime.datetime] | str:
     """Claim a delivery for one attempt: return (delivery, webhook, now), or why there is nothing to do.
 
     wait=False: a retry that RQ runs early is claimed at once (the engine's line holds it until it is due).
     """
     for waited in (not wait, True):
-        delivery = next(iter(_load([delivery_id])), None)
-        if delivery is None:
+        found = _load([delivery_id])
+        if not found:
             return "gone"
+        delivery = found[0]
         if delivery.generation != generation:
             return "superseded"
         if delivery.status != PENDING:
@@ -184,13 +187,13 @@ def claim_batch(wanted: dict, settings: Settings) -> tuple[list, list[int]]:
                 .execute()
             )
             if got < len(plain):  # someone else's claim in between: keep only ours
-                ours = {i for (i,) in Delivery.select(Delivery.id).where(ids & (Delivery.locked_until == lease)).tuples()}
+                ours = {i for (i,) in models.tuples(Delivery.select(Delivery.id).where(ids & (Delivery.locked_until == lease)))}
                 plain = [row for row in plain if row.id in ours]
     taken = {row.id for row in plain}
     return plain, [delivery_id for delivery_id in wanted if delivery_id not in taken]
 
 
-def finish(delivery, generation: int, status: str) -> None:
+def finish(delivery: Delivery, generation: int, status: str) -> None:
     """Settle a pending delivery unattempted (its webhook was disabled)."""
     now = utcnow()
     Delivery.update(status=status, next_attempt=None, locked_until=None, updated=now).where(
@@ -198,7 +201,7 @@ def finish(delivery, generation: int, status: str) -> None:
     ).execute()
 
 
-def _pairs(items: list):
+def _pairs(items: list) -> peewee.Expression:
     return peewee.Tuple(Delivery.id, Delivery.generation).in_([(item.delivery.id, item.generation) for item in items])
 
 
@@ -212,7 +215,7 @@ def renew(items: list, settings: Settings) -> list:
         pairs, mine = _pairs(chunk), (Delivery.status == PENDING) & Delivery.locked_until.is_null(False)
         renewed = Delivery.update(locked_until=utcnow() + lease_for(settings)).where(pairs & mine).execute()
         if renewed < len(chunk):
-            still = {row for (row,) in Delivery.select(Delivery.id).where(pairs & mine).tuples()}
+            still = {row for (row,) in models.tuples(Delivery.select(Delivery.id).where(pairs & mine))}
             lost += [item for item in chunk if item.delivery.id not in still]
         for item in chunk:
             item.lease = began + lease_for(settings).total_seconds()

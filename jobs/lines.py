@@ -36,7 +36,7 @@ from jobs import claims, send, transport
 from jobs.connections import Pool
 from jobs.outages import DATABASE_ERRORS, Outage
 from jobs.pacing import Pacer
-from jobs.recorder import Recorder
+from jobs.recorder import Claimed, Recorder
 from jobs.slowness import SlowMarks
 from models import utcnow
 from models.webhooks import Delivery, Webhook
@@ -195,7 +195,7 @@ class Engine:
         with self._cond:
             return {webhook_id: list(line) for webhook_id, line in self._lines.items()}
 
-    def tend(self, unrecorded: list[Item], renewing: bool, soon: float) -> None:
+    def tend(self, unrecorded: list[Claimed], renewing: bool, soon: float) -> None:
         """Re-read the webhooks of waiting deliveries and, when renewing, extend the claims that lapse before
         `soon` (monotonic), with those of `unrecorded`; drop the waiting items no longer ours to attempt."""
         waiting = self.waiting()

@@ -31,7 +31,7 @@ from jobs.retry import AttemptFailed
 from jobs.slowness import SlowMarks
 from jobs.transport import Result
 from models import utcnow
-from models.webhooks import PENDING, Attempt, Delivery
+from models.webhooks import PENDING, Attempt, Delivery, Webhook
 from riskapi.config import Settings
 from riskapi.observability import metrics
 
@@ -43,7 +43,15 @@ attempts = logging.getLogger("riskapi.attempts")
 BATCH = 64
 
 
-def record(delivery, generation: int, webhook, started, result: Result, settings: Settings, next_job: str | None = None) -> str:
+def record(
+    delivery: Delivery,
+    generation: int,
+    webhook: Webhook,
+    started: datetime.datetime,
+    result: Result,
+    settings: Settings,
+    next_job: str | None = None,
+) -> str:
     """Write an attempt and its consequences in one transaction; return the outcome, or raise AttemptFailed to retry.
 
     next_job names the RQ job that will make the next attempt, when it is not the delivery's own
@@ -54,7 +62,18 @@ def record(delivery, generation: int, webhook, started, result: Result, settings
     return conclude(delivery, webhook, result, *written)
 
 
-def write(delivery, generation: int, webhook, started, result: Result, settings: Settings, next_job: str | None):
+Written = tuple[str, int, int, datetime.datetime | None]  # outcome, rows changed, tries, next attempt
+
+
+def write(
+    delivery: Delivery,
+    generation: int,
+    webhook: Webhook,
+    started: datetime.datetime,
+    result: Result,
+    settings: Settings,
+    next_job: str | None,
+) -> Written:
     """Write the attempt and its consequences in the caller's transaction; return (outcome, changed, tries, next_attempt)."""
     tries, now = delivery.tries + 1, utcnow()
     entry = {"at": started, "status": result.status, "error": retry.error_text(result), "duration_ms": result.duration_ms}
@@ -80,7 +99,15 @@ def write(delivery, generation: int, webhook, started, result: Result, settings:
     return decision.outcome, changed, tries, next_attempt
 
 
-def conclude(delivery, webhook, result: Result, outcome: str, changed: int, tries: int, next_attempt) -> str:
+def conclude(
+    delivery: Delivery,
+    webhook: Webhook,
+    result: Result,
+    outcome: str,
+    changed: int,
+    tries: int,
+    next_attempt: datetime.datetime | None,
+) -> str:
     """Once the attempt is committed: count and log it; raise AttemptFailed when a retry is due."""
     observe(delivery, webhook, result, outcome if changed else "superseded", tries)
     if outcome == "retry" and changed:
@@ -90,7 +117,7 @@ def conclude(delivery, webhook, result: Result, outcome: str, changed: int, trie
     return outcome
 
 
-def observe(delivery, webhook, result: Result, outcome: str, tries: int) -> None:
+def observe(delivery: Delivery, webhook: Webhook, result: Result, outcome: str, tries: int) -> None:
     """Count the attempt in the metrics and write its one log line (ids, status, duration; never a secret or body)."""
     metrics.ATTEMPTS.labels("succeeded" if result.ok else "failed").inc()
     if outcome == "retry":
@@ -103,6 +130,17 @@ def observe(delivery, webhook, result: Result, outcome: str, tries: int) -> None
         attempts.info("attempt", extra={"fields": {**fields, "duration_ms": result.duration_ms, "outcome": outcome}})
 
 
+class Claimed(Protocol):
+    """An engine's claimed delivery (jobs.lines.Item): the delivery loaded, its generation, its claim's end (monotonic)."""
+
+    delivery: Delivery
+    generation: int
+    lease: float
+
+
+Outcome = tuple[Claimed, Webhook, datetime.datetime, Result]  # what an attempt hands over: item, webhook, started, result
+
+
 class Owner(Protocol):
     """What a Recorder needs of its engine (jobs.lines.Engine, which builds it: hence not imported here)."""
 
@@ -113,7 +151,7 @@ class Owner(Protocol):
 
     def settled(self) -> None: ...
     def finished(self) -> bool: ...
-    def tend(self, unrecorded: list, renewing: bool, soon: float) -> None: ...
+    def tend(self, unrecorded: list[Claimed], renewing: bool, soon: float) -> None: ...
 
 
 class Recorder:
@@ -128,7 +166,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._unrecorded: set = set()  # items of the outcomes handed over and not yet written
 
-    def put(self, outcome: tuple) -> None:
+    def put(self, outcome: Outcome) -> None:
         """Hand over (item, webhook, started, result) of an attempt made."""
         with self._lock:
             self._unrecorded.add(outcome[0])
@@ -153,7 +191,7 @@ class Recorder:
                 self._tend(renewing)
         models.discard_connection()
 
-    def _next_batch(self) -> list | None:
+    def _next_batch(self) -> list[Outcome] | None:
         """Wait up to 0.2 s for an outcome; return it with those waiting behind it (up to BATCH), or None."""
         try:
             batch = [self._done.get(timeout=0.2)]
@@ -166,7 +204,7 @@ class Recorder:
                 break
         return batch
 
-    def _settle(self, item, webhook, started, result: Result) -> None:
+    def _settle(self, item: Claimed, webhook: Webhook, started: datetime.datetime, result: Result) -> None:
         delivery = item.delivery
         name = jobs_queue.retry_id(delivery.uuid, item.generation, delivery.tries + 1)
         try:
@@ -182,9 +220,9 @@ class Recorder:
         finally:
             self._after(item, webhook, result)
 
-    def _settle_all(self, batch: list) -> None:
+    def _settle_all(self, batch: list[Outcome]) -> None:
         """Write several outcomes in one transaction; should it fail, write them one by one."""
-        written = []
+        written: list[tuple[str, Written]] = []
         try:
             models.db.connect(reuse_if_open=True)
             with models.atomic():
@@ -193,19 +231,19 @@ class Recorder:
                     args = (item.delivery, item.generation, webhook, started, result, self.settings, name)
                     written.append((name, write(*args)))
         except Exception:  # noqa: BLE001 - nothing was committed: each outcome gets its own try (and reconnection) below
-            for outcome in batch:
-                self._settle(*outcome)
+            for one in batch:
+                self._settle(*one)
             return
         self.engine.database_outage.back()
-        for (item, webhook, _started, result), (name, outcome) in zip(batch, written, strict=True):
+        for (item, webhook, _started, result), (name, done) in zip(batch, written, strict=True):
             try:
-                conclude(item.delivery, webhook, result, *outcome)
+                conclude(item.delivery, webhook, result, *done)
             except AttemptFailed as failed:
                 retry.schedule(self.target, item.delivery.id, item.generation, failed, self.settings, name)
             finally:
                 self._after(item, webhook, result)
 
-    def _after(self, item, webhook, result: Result) -> None:
+    def _after(self, item: Claimed, webhook: Webhook, result: Result) -> None:
         """Let go of a settled outcome, and mark its webhook slow when the attempt took half the deadline."""
         with self._lock:
             self._unrecorded.discard(item)

@@ -10,10 +10,14 @@ outcome to the webhook (its failure count; disabled after too many, or at once o
 
 from __future__ import annotations
 
+import datetime
 import logging
+import uuid
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import redis
+from rq import Queue
 
 from jobs import queue as jobs_queue
 from jobs.transport import Result
@@ -33,7 +37,9 @@ class AttemptFailed(Exception):
     """An attempt failed and another one is due: RQ's Retry takes it from here (in a batch or in the
     engine, a job of the delivery's own, scheduled with what this carries)."""
 
-    def __init__(self, message: str, delivery_uuid=None, tries: int = 0, next_attempt=None):
+    def __init__(
+        self, message: str, delivery_uuid: uuid.UUID | None = None, tries: int = 0, next_attempt: datetime.datetime | None = None
+    ) -> None:
         super().__init__(message)
         self.delivery_uuid = delivery_uuid
         self.tries = tries
@@ -53,14 +59,14 @@ def pause(retry_after: float) -> float:
     return min(max(retry_after, RETRY_AFTER_MIN), RETRY_AFTER_CAP)
 
 
-def next_delay(tries: int, delays: list[float], retry_after: float | None = None) -> float | None:
+def next_delay(tries: int, delays: Sequence[float], retry_after: float | None = None) -> float | None:
     """Return the seconds before the attempt after attempt `tries` failed, or None once the budget is spent."""
     if tries > len(delays):
         return None
     return pause(retry_after) if retry_after is not None else delays[tries - 1]
 
 
-def decide(result: Result, webhook_type: str, tries: int, delays: list[float]) -> Decision:
+def decide(result: Result, webhook_type: str, tries: int, delays: Sequence[float]) -> Decision:
     """Decide what follows attempt `tries`: success, another attempt (and when), or failure."""
     if result.ok:
         return Decision("succeeded", SUCCEEDED, None)
@@ -78,7 +84,7 @@ def error_text(result: Result) -> str | None:
     return f"Retry-After {result.retry_after:g} s" + (f" (waiting {waited:g} s)" if waited != result.retry_after else "")
 
 
-def settle_webhook(webhook, outcome: str, settings: Settings, now) -> None:
+def settle_webhook(webhook: Webhook, outcome: str, settings: Settings, now: datetime.datetime) -> None:
     """Reset or count the webhook's consecutive failures; disable it when it must be."""
     if outcome == "succeeded":
         if webhook.failures:
@@ -100,7 +106,9 @@ def settle_webhook(webhook, outcome: str, settings: Settings, now) -> None:
             log.warning("webhook %s failed %d deliveries in a row: disabled", webhook.uuid, limit)
 
 
-def schedule(target, delivery_id: int, generation: int, failed: AttemptFailed, settings: Settings, name=None) -> None:
+def schedule(
+    target: Queue | None, delivery_id: int, generation: int, failed: AttemptFailed, settings: Settings, name: str | None = None
+) -> None:
     """Give a delivery whose attempt failed a job of its own, due when the database says; without Redis, leave it to rescue."""
     if target is None:
         log.warning("%s; no queue to schedule the retry on: the relay's rescue will hand it back", failed)

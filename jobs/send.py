@@ -7,10 +7,13 @@ Webhooks ones (webhook-id is that uuid too); a kept connection comes from the po
 
 from __future__ import annotations
 
+import datetime
 import time
+import uuid
 
 from jobs import transport
 from jobs.connections import Pool
+from models.webhooks import Delivery, Webhook
 from riskapi import __version__
 from riskapi.config import Settings
 from riskapi.webhooks import signing
@@ -18,7 +21,7 @@ from riskapi.webhooks import signing
 USER_AGENT = f"riskapi-webhooks/{__version__}"
 
 
-def send(delivery, webhook, settings: Settings, pool: Pool | None, now) -> transport.Result:
+def send(delivery: Delivery, webhook: Webhook, settings: Settings, pool: Pool | None, now: datetime.datetime) -> transport.Result:
     """POST one attempt of a loaded delivery to its webhook, signed by the secrets valid at `now`."""
     body = delivery.stored_event.body.encode()
     return transport.post(
@@ -32,7 +35,13 @@ def send(delivery, webhook, settings: Settings, pool: Pool | None, now) -> trans
     )
 
 
-def headers(event: str, delivery_uuid, webhook_uuid, signature: str, standard: tuple[int, str] | None = None) -> dict:
+def headers(
+    event: str,
+    delivery_uuid: uuid.UUID | str,
+    webhook_uuid: uuid.UUID | str,
+    signature: str,
+    standard: tuple[int, str] | None = None,
+) -> dict:
     """Return the headers of a delivery request; `standard` = (webhook-timestamp, webhook-signature) adds
     the Standard Webhooks headers, whose webhook-id is the delivery's uuid (like Service-Delivery)."""
     sent = {
@@ -52,7 +61,12 @@ def headers(event: str, delivery_uuid, webhook_uuid, signature: str, standard: t
 
 
 def signed_headers(
-    event: str, delivery_uuid, webhook_uuid, body: bytes, secrets: list[str], timestamp: int | None = None
+    event: str,
+    delivery_uuid: uuid.UUID | str,
+    webhook_uuid: uuid.UUID | str,
+    body: bytes,
+    secrets: list[str],
+    timestamp: int | None = None,
 ) -> dict:
     """Return the headers of one attempt: Service-Signature by secrets[0] (the current secret) alone,
     webhook-signature by every secret given (current first), timestamped now unless told."""
@@ -61,7 +75,7 @@ def signed_headers(
     return headers(event, delivery_uuid, webhook_uuid, signing.sign(secrets[0], body), (timestamp, standard))
 
 
-def signing_secrets(webhook, now) -> list[str]:
+def signing_secrets(webhook: Webhook, now: datetime.datetime) -> list[str]:
     """Return the secrets that sign an attempt made now: the current one, then the one rotate-secret
     replaced while its grace period lasts."""
     previous, until = webhook.previous_secret, webhook.previous_secret_expires
