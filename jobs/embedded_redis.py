@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 
 import redis
 
@@ -34,7 +35,7 @@ def server_executable() -> str:
     return os.path.join(list(spec.submodule_search_locations)[0], "bin", "redis-server")
 
 
-def _find_prctl():
+def _find_prctl() -> Callable[..., int] | None:
     """Return libc's prctl, or None where there is none."""
     try:
         return ctypes.CDLL(None, use_errno=True).prctl
@@ -132,5 +133,5 @@ class EmbeddedRedis:
             self.close()
             raise
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

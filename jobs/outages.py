@@ -11,11 +11,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import peewee
 import redis
 
 import models
+
+T = TypeVar("T")
 
 # Redis errors that say nothing about the command, only that Redis could not be reached in time.
 UNREACHABLE = (redis.ConnectionError, redis.TimeoutError, OSError)
@@ -23,7 +27,7 @@ UNREACHABLE = (redis.ConnectionError, redis.TimeoutError, OSError)
 DATABASE_ERRORS = (peewee.DatabaseError, peewee.InterfaceError)
 
 
-def reconnecting(step, *args):
+def reconnecting(step: Callable[..., T], *args: Any) -> T:
     """Run a database step; after a database error, run it once more on a new connection."""
     for last in (False, True):
         try:
@@ -34,6 +38,7 @@ def reconnecting(step, *args):
             models.discard_connection()  # never back into the pool: it may be broken
             if last:
                 raise
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 class Backoff:

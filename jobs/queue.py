@@ -10,11 +10,14 @@ with RQ's Retry for the rest. Job ids are deterministic, so the relay's rescue c
 from __future__ import annotations
 
 import datetime
+import uuid
 from collections.abc import Iterable
+from typing import Any, cast
 
 import redis
 from rq import Queue, Retry
 from rq.job import Job
+from rq.queue import EnqueueData
 
 JOB_FUNCTION = "jobs.claims.take"
 BATCH_FUNCTION = "jobs.claims.take_batch"
@@ -41,17 +44,17 @@ def retries(connection: redis.Redis, name: str) -> Queue:
     return Queue(f"{name}:retry", connection=connection)
 
 
-def job_id(delivery_uuid, generation: int) -> str:
+def job_id(delivery_uuid: uuid.UUID, generation: int) -> str:
     """Name the job of one generation of a delivery."""
     return f"delivery-{delivery_uuid}-{generation}"
 
 
-def retry_id(delivery_uuid, generation: int, tries: int) -> str:
+def retry_id(delivery_uuid: uuid.UUID, generation: int, tries: int) -> str:
     """Name the job of a retry scheduled after attempt `tries` (apart from the job that made it, which may still run)."""
     return f"delivery-{delivery_uuid}-{generation}-{tries}"
 
 
-def batch_id(first_uuid, generation: int) -> str:
+def batch_id(first_uuid: uuid.UUID, generation: int) -> str:
     """Name a batch job after its first delivery's generation: unique, as that hand-over is."""
     return f"batch-{first_uuid}-{generation}"
 
@@ -59,7 +62,8 @@ def batch_id(first_uuid, generation: int) -> str:
 def retry_for(delays: Iterable[float], tries: int) -> Retry | None:
     """Return RQ's retry of a delivery that has already made `tries` attempts in this round."""
     remaining = [int(d) if float(d).is_integer() else float(d) for d in list(delays)[tries:]]
-    return Retry(max=len(remaining), interval=remaining) if remaining else None
+    # RQ's stubs say whole seconds; it schedules by timedelta(seconds=...), which takes fractions too.
+    return Retry(max=len(remaining), interval=cast("list[int]", remaining)) if remaining else None
 
 
 def plan(deliveries: list[tuple], size: int = BATCH_SIZE) -> list[tuple[str | None, list[tuple]]]:
@@ -80,7 +84,9 @@ def plan(deliveries: list[tuple], size: int = BATCH_SIZE) -> list[tuple[str | No
     return planned + [(None, [d]) for d in own]
 
 
-def _lone_options(delivery_uuid, generation: int, tries: int, delays, name: str | None = None) -> dict:
+def _lone_options(
+    delivery_uuid: uuid.UUID, generation: int, tries: int, delays: Iterable[float], name: str | None = None
+) -> dict[str, Any]:
     """Options of the job of one delivery, whether the relay or a batch's failed attempt makes it."""
     return {
         "job_id": name or job_id(delivery_uuid, generation),
@@ -91,7 +97,7 @@ def _lone_options(delivery_uuid, generation: int, tries: int, delays, name: str 
     }
 
 
-def _single(delivery: tuple, delays: list, timeout: float) -> dict:
+def _single(delivery: tuple, delays: list[float], timeout: float) -> EnqueueData:
     delivery_id, delivery_uuid, generation, tries = delivery
     return Queue.prepare_data(
         JOB_FUNCTION,
@@ -101,7 +107,7 @@ def _single(delivery: tuple, delays: list, timeout: float) -> dict:
     )
 
 
-def _batch(name: str, deliveries: list[tuple], timeout: float) -> dict:
+def _batch(name: str, deliveries: list[tuple], timeout: float) -> EnqueueData:
     # No Retry: what a failed or killed batch leaves unsettled is the relay's rescue's to hand back.
     return Queue.prepare_data(
         BATCH_FUNCTION,
@@ -130,8 +136,16 @@ def enqueue(target: Queue, planned: list[tuple], delays: Iterable[float], timeou
 
 
 def schedule_retry(
-    target: Queue, delivery_uuid, delivery_id: int, generation: int, tries: int, at, delays, timeout: float, name=None
-):
+    target: Queue,
+    delivery_uuid: uuid.UUID,
+    delivery_id: int,
+    generation: int,
+    tries: int,
+    at: datetime.datetime,
+    delays: Iterable[float],
+    timeout: float,
+    name: str | None = None,
+) -> Job:
     """Give a delivery whose attempt `tries` failed in a batch (or in flight) a job of its own, due `at`
     (naive UTC), with RQ's Retry for the attempts after it; `name` is its job id if not job_id()."""
     return target.enqueue_at(
@@ -144,10 +158,10 @@ def schedule_retry(
     )
 
 
-def statuses(connection: redis.Redis, job_ids: list[str]) -> dict[str, tuple]:
+def statuses(connection: redis.Redis, job_ids: list[str]) -> dict[str, tuple[str | None, datetime.datetime | None]]:
     """Map job ids to (RQ status, naive UTC start time); (None, None) when Redis no longer knows the job."""
     found = Job.fetch_many(job_ids, connection=connection) if job_ids else []
-    out = {}
+    out: dict[str, tuple[str | None, datetime.datetime | None]] = {}
     for wanted, job in zip(job_ids, found, strict=True):
         if job is None:
             out[wanted] = (None, None)

@@ -110,7 +110,7 @@ def conclude(
 ) -> str:
     """Once the attempt is committed: count and log it; raise AttemptFailed when a retry is due."""
     observe(delivery, webhook, result, outcome if changed else "superseded", tries)
-    if outcome == "retry" and changed:
+    if outcome == "retry" and changed and next_attempt is not None:  # a retry always has its time (retry.decide)
         raise AttemptFailed(
             f"delivery {delivery.uuid} attempt {tries}: {result.error or result.status}", delivery.uuid, tries, next_attempt
         )

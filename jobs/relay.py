@@ -45,7 +45,13 @@ BATCH = 500
 class Relay:
     """Moves deliveries from the database's outbox to the RQ queue."""
 
-    def __init__(self, connection: redis.Redis, settings: Settings, redis_outage=None, database_outage=None):
+    def __init__(
+        self,
+        connection: redis.Redis,
+        settings: Settings,
+        redis_outage: Outage | None = None,
+        database_outage: Outage | None = None,
+    ) -> None:
         self.connection = connection
         self.settings = settings
         self.queue = jobs_queue.queue(connection, settings.webhook_queue)
@@ -68,7 +74,7 @@ class Relay:
             )
             if not models.is_sqlite():
                 query = query.for_update(skip_locked=True)
-            rows = list(query.tuples())
+            rows = list(models.tuples(query))
             if not rows:
                 return 0
             ids = [row[0] for row in rows]
@@ -91,16 +97,17 @@ class Relay:
         now = utcnow()
         cutoff = now - datetime.timedelta(seconds=self.settings.webhook_stale_after)
         rows = list(
-            Delivery.select(Delivery.id, Delivery.uuid, Delivery.generation, Delivery.batch)
-            .where(
-                (Delivery.status == PENDING)
-                & (Delivery.relayed < cutoff)
-                & (Delivery.next_attempt < cutoff)
-                & (Delivery.locked_until.is_null() | (Delivery.locked_until < now))
+            models.tuples(
+                Delivery.select(Delivery.id, Delivery.uuid, Delivery.generation, Delivery.batch)
+                .where(
+                    (Delivery.status == PENDING)
+                    & (Delivery.relayed < cutoff)
+                    & (Delivery.next_attempt < cutoff)
+                    & (Delivery.locked_until.is_null() | (Delivery.locked_until < now))
+                )
+                .order_by(Delivery.next_attempt)
+                .limit(limit)
             )
-            .order_by(Delivery.next_attempt)
-            .limit(limit)
-            .tuples()
         )
         lost = self._lost(rows, cutoff) if rows else []
         if not lost:
@@ -117,7 +124,7 @@ class Relay:
         log.warning("handed back %d deliveries whose jobs were lost", len(lost))
         return len(lost)
 
-    def _lost(self, rows: list[tuple], cutoff) -> list[tuple[int, int]]:
+    def _lost(self, rows: list[tuple], cutoff: datetime.datetime) -> list[tuple[int, int]]:
         """Return the (delivery id, generation) of rows (id, uuid, generation, batch) whose job RQ will not run."""
         # A delivery's job is its batch's while it has one, else its own.
         jobs = [

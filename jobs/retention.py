@@ -12,6 +12,8 @@ import datetime
 import logging
 
 import peewee
+import redis
+from rq import Queue
 
 import models
 from models import utcnow
@@ -50,7 +52,7 @@ def purge_older_than(days: int) -> dict[str, int]:
     return counts
 
 
-def offer(connection, queue, days: int) -> bool:
+def offer(connection: redis.Redis, queue: Queue, days: int) -> bool:
     """Enqueue the purge if retention is on and no relay did in this period; return whether it was enqueued."""
     if days <= 0 or not connection.set(LOCK, "1", nx=True, ex=PERIOD):
         return False

@@ -37,9 +37,7 @@ class AttemptFailed(Exception):
     """An attempt failed and another one is due: RQ's Retry takes it from here (in a batch or in the
     engine, a job of the delivery's own, scheduled with what this carries)."""
 
-    def __init__(
-        self, message: str, delivery_uuid: uuid.UUID | None = None, tries: int = 0, next_attempt: datetime.datetime | None = None
-    ) -> None:
+    def __init__(self, message: str, delivery_uuid: uuid.UUID, tries: int, next_attempt: datetime.datetime) -> None:
         super().__init__(message)
         self.delivery_uuid = delivery_uuid
         self.tries = tries

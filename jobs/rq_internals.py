@@ -10,7 +10,12 @@ fails there, in one place.
 
 from __future__ import annotations
 
-from rq import SimpleWorker
+from collections.abc import Callable
+from multiprocessing.process import BaseProcess
+from typing import Any, TypeVar
+
+from redis.client import PubSub, PubSubWorkerThread
+from rq import Queue, SimpleWorker
 from rq.job import Job
 from rq.scheduler import RQScheduler
 
@@ -25,19 +30,24 @@ __all__ = [
 ]
 
 
-def engine_job(func):
+F = TypeVar("F", bound=Callable[..., Any])
+# The job functions marked by engine_job (functions, set once at import: no live object).
+_TAKE_ENGINE: list[Callable[..., Any]] = []
+
+
+def engine_job(func: F) -> F:
     """Mark a job function that takes the worker's engine as its `engine` keyword (see EngineJob)."""
-    func.takes_engine = True
+    _TAKE_ENGINE.append(func)
     return func
 
 
 class EngineJob(Job):
     """An RQ job that passes its worker's engine to a function marked by engine_job (the worker sets `engine`)."""
 
-    engine = None
+    engine: object | None = None
 
-    def _execute(self):
-        if self.engine is not None and getattr(self.func, "takes_engine", False):
+    def _execute(self) -> Any:
+        if self.engine is not None and self.func in _TAKE_ENGINE:
             return self.func(*self.args, engine=self.engine, **self.kwargs)
         return super()._execute()
 
@@ -48,11 +58,12 @@ class HookedWorker(SimpleWorker):
     # False in a helper thread: signal.signal() works only in the main thread.
     installs_signal_handlers = True
     job_class = EngineJob
-    engine = None  # handed to every job this worker performs
+    engine: object | None = None  # handed to every job this worker performs
 
-    def execute_job(self, job, queue):
+    def execute_job(self, job: Job, queue: Queue) -> None:
         """Hand the worker's engine to the job, then perform it as RQ does."""
-        job.engine = self.engine
+        if isinstance(job, EngineJob):
+            job.engine = self.engine
         return super().execute_job(job, queue)
 
     @property
@@ -69,29 +80,38 @@ class HookedWorker(SimpleWorker):
         """Return the queues in the order the next dequeue tries them."""
         return self._ordered_queues
 
-    def start_scheduler(self, burst: bool, logging_level, date_format=None, log_format=None) -> None:
+    def start_scheduler(
+        self, burst: bool, logging_level: str | None, date_format: str | None = None, log_format: str | None = None
+    ) -> None:
         """Start RQ's scheduler, as work(with_scheduler=True) does; override to start another one."""
         formats = {"date_format": date_format, "log_format": log_format}
         super()._start_scheduler(burst, logging_level, **{name: value for name, value in formats.items() if value is not None})
 
-    def pubsub_error(self, exc, pubsub, pubsub_thread) -> None:
+    def pubsub_error(self, exc: Exception, pubsub: PubSub, pubsub_thread: PubSubWorkerThread) -> None:
         """Handle an error of the pubsub thread as RQ does: sleep on a lost connection, raise anything else."""
         super()._pubsub_exception_handler(exc, pubsub, pubsub_thread)
 
     # RQ's private hooks, routed to the public names above.
 
-    def _install_signal_handlers(self):
+    def _install_signal_handlers(self) -> None:
         if self.installs_signal_handlers:
             super()._install_signal_handlers()
 
-    def _start_scheduler(self, burst=False, logging_level="INFO", date_format=None, log_format=None, **kwargs):
+    def _start_scheduler(
+        self,
+        burst: bool = False,
+        logging_level: str | None = "INFO",
+        date_format: str | None = None,
+        log_format: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.start_scheduler(burst, logging_level, date_format, log_format)
 
-    def _pubsub_exception_handler(self, exc, pubsub, pubsub_thread):
+    def _pubsub_exception_handler(self, exc: Exception, pubsub: PubSub, pubsub_thread: PubSubWorkerThread) -> None:
         self.pubsub_error(exc, pubsub, pubsub_thread)
 
 
-def scheduler_process(scheduler: RQScheduler):
+def scheduler_process(scheduler: RQScheduler) -> BaseProcess | None:
     """Return the process a scheduler's start() forked, or None if it has not forked one."""
     return scheduler._process
 

@@ -21,7 +21,7 @@ from jobs.rq_internals import install_scheduler_signal_handlers, scheduler_stop_
 class DyingScheduler(RQScheduler):
     """RQ's scheduler, in a process that dies with its worker (even a SIGKILLed one) and outlasts Redis outages."""
 
-    def work(self):
+    def work(self) -> None:
         """Move due jobs to their queue every `interval` seconds until SIGTERM/SIGINT, whether Redis answers or not."""
         die_with_parent()
         install_scheduler_signal_handlers(self)

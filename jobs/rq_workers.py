@@ -15,9 +15,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import types
+from collections.abc import Callable
+from typing import Any
 
 import redis
+from redis.client import PubSub, PubSubWorkerThread
+from rq import Queue
 from rq.exceptions import DequeueTimeout
+from rq.job import Job
 from rq.timeouts import TimerDeathPenalty
 from rq.worker import WorkerStatus
 
@@ -51,7 +57,7 @@ class DeliveryWorker(HookedWorker):
     lost: BaseException | None = None  # the Redis error that ended the last wait for a job
     database_outage: Outage | None = None
 
-    def heartbeat(self, timeout=None, pipeline=None):
+    def heartbeat(self, timeout: int | None = None, pipeline: redis.client.Pipeline | None = None) -> None:
         """Extend the worker's registration, at most once a second when nothing else changes.
 
         RQ beats three times per job (7 of its ~17 round trips to Redis); the registration lives
@@ -63,9 +69,9 @@ class DeliveryWorker(HookedWorker):
             if now - self._last_beat < 1.0:
                 return
             self._last_beat = now
-        return super().heartbeat(timeout, pipeline)
+        super().heartbeat(timeout, pipeline)
 
-    def handle_exception(self, job, *exc_info):
+    def handle_exception(self, job: Job, *exc_info: Any) -> None:
         """Log an expected failed attempt, or a database outage, in one line; anything else as RQ does."""
         error = exc_info[1] if len(exc_info) > 1 else None
         if isinstance(error, AttemptFailed):
@@ -75,7 +81,7 @@ class DeliveryWorker(HookedWorker):
         else:
             super().handle_exception(job, *exc_info)
 
-    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
+    def dequeue_job_and_maintain_ttl(self, timeout: int | None, max_idle_time: int | None = None) -> tuple[Job, Queue] | None:
         """Wait for a job in SLICE-second slices; on losing Redis, return None with `lost` set."""
         # RQ's own version retries a lost Redis in place, logging every try, with a worker whose
         # registration a restarted Redis has forgotten: this one hands the worker back instead.
@@ -110,7 +116,7 @@ class DeliveryWorker(HookedWorker):
     def tend(self) -> None:
         """Look after what runs beside the worker between two waits for a job (nothing here)."""
 
-    def stop_scheduler(self):
+    def stop_scheduler(self) -> None:
         """Stop RQ's scheduler process if it runs; kill it if it does not stop within seconds (RQ waits forever)."""
         process = scheduler_process(self.scheduler) if self.scheduler is not None else None
         if process is None or not process.is_alive():  # is_alive() also reaps one that has exited
@@ -121,7 +127,7 @@ class DeliveryWorker(HookedWorker):
             process.kill()
             process.join()
 
-    def pubsub_error(self, exc, pubsub, pubsub_thread):
+    def pubsub_error(self, exc: Exception, pubsub: PubSub, pubsub_thread: PubSubWorkerThread) -> None:
         """Wait out an unreachable Redis quietly (the worker's loop reports it); anything else as RQ does."""
         if isinstance(exc, UNREACHABLE):
             time.sleep(2.0)
@@ -136,7 +142,7 @@ class ThreadWorker(DeliveryWorker):
     installs_signal_handlers = False
     busy = False  # a job in hand (known without asking Redis, which may be gone)
 
-    def execute_job(self, job, queue):
+    def execute_job(self, job: Job, queue: Queue) -> None:
         self.busy = True
         try:
             return super().execute_job(job, queue)
@@ -149,14 +155,14 @@ class MainWorker(DeliveryWorker):
 
     # Called once RQ's scheduler (a forked process) has started: other threads are best started
     # after the fork, so that the child inherits no lock another thread holds.
-    ready = None
+    ready: Callable[[], None] | None = None
     # Set on SIGTERM/SIGINT before RQ handles them (RQ's handler may fail when Redis is gone).
     stopping: threading.Event | None = None
     # One per process: a worker built after an outage takes back the scheduler lock its predecessor held.
     scheduler_name: str | None = None
     _next_tend = 0.0
 
-    def request_stop(self, signum, frame):
+    def request_stop(self, signum: int, frame: types.FrameType | None) -> None:
         if self.stopping is not None:
             self.stopping.set()
         try:
@@ -164,7 +170,7 @@ class MainWorker(DeliveryWorker):
         except (redis.RedisError, OSError):
             self.request_warm_stop()  # Redis is gone: there is nobody to tell
 
-    def request_force_stop(self, signum, frame):
+    def request_force_stop(self, signum: int, frame: types.FrameType | None) -> None:
         if self.stopping is not None:
             self.stopping.set()
         super().request_force_stop(signum, frame)
@@ -183,7 +189,9 @@ class MainWorker(DeliveryWorker):
             forget_scheduler_process(scheduler)
         scheduler.acquire_locks(auto_start=True)  # unless another process's scheduler holds the lock
 
-    def start_scheduler(self, burst, logging_level, date_format=None, log_format=None):
+    def start_scheduler(
+        self, burst: bool, logging_level: str | None, date_format: str | None = None, log_format: str | None = None
+    ) -> None:
         """Start RQ's scheduler in a process that dies with this one, then call `ready` (burst: as RQ does)."""
         try:
             if burst:
@@ -207,7 +215,7 @@ class MainWorker(DeliveryWorker):
                 self.ready()
 
 
-def _formats(date_format, log_format) -> dict:
+def _formats(date_format: str | None, log_format: str | None) -> dict[str, str]:
     formats = {"date_format": date_format, "log_format": log_format}
     return {name: value for name, value in formats.items() if value is not None}
 

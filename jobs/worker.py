@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import redis
 from rq.exceptions import StopRequested
@@ -29,7 +30,7 @@ from jobs.connections import Pool
 from jobs.lines import Engine
 from jobs.outages import Backoff, Outage, wait_for
 from jobs.relay import Relay
-from jobs.rq_workers import MainWorker, QuietRedisErrors, ThreadWorker
+from jobs.rq_workers import DeliveryWorker, MainWorker, QuietRedisErrors, ThreadWorker
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.worker")
@@ -125,7 +126,7 @@ def run(
         process.shut_down()
 
 
-def _let_go(worker, current: list) -> None:
+def _let_go(worker: DeliveryWorker, current: list[DeliveryWorker]) -> None:
     """Stop what RQ's teardown leaves running when Redis is gone: the pubsub thread and the scheduler."""
     with contextlib.suppress(ValueError):
         current.remove(worker)
@@ -136,7 +137,9 @@ def _let_go(worker, current: list) -> None:
         worker.stop_scheduler()
 
 
-def _work_once(make_worker, burst: bool, current: list) -> tuple:
+def _work_once(
+    make_worker: Callable[[], DeliveryWorker], burst: bool, current: list[DeliveryWorker]
+) -> tuple[DeliveryWorker | None, BaseException | None]:
     """Build an RQ worker and run it until it stops or loses Redis; return it (None if never built) and what ended it."""
     worker, error = None, None
     try:
@@ -154,7 +157,14 @@ def _work_once(make_worker, burst: bool, current: list) -> tuple:
     return worker, error
 
 
-def _serve_jobs(make_worker, stop: threading.Event, burst: bool, current: list, connection, outage: Outage) -> None:
+def _serve_jobs(
+    make_worker: Callable[[], DeliveryWorker],
+    stop: threading.Event,
+    burst: bool,
+    current: list[DeliveryWorker],
+    connection: redis.Redis,
+    outage: Outage,
+) -> None:
     """Run RQ workers from make_worker until stop is set (or, in burst mode, the queue is empty), whatever Redis does."""
     pacing = Backoff()
     try:
