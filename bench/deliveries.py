@@ -34,6 +34,7 @@ from bench import isolation
 from jobs import transport
 from jobs.embedded_redis import EmbeddedRedis
 from jobs.send import signed_headers
+from models import migrations
 from riskapi.config import Settings
 from riskapi.webhooks import outbox, signing
 from toolkit import ROOT
@@ -106,7 +107,7 @@ def main(argv=None) -> int:
     os.environ["DATABASE_URL"] = database_url
     settings = Settings.from_env()
     models.bind(database_url)
-    models.upgrade()
+    migrations.upgrade()
     embedded = None if args.redis_url else EmbeddedRedis().start()
     redis_url = args.redis_url or embedded.url
     queue = f"bench-{uuid.uuid4().hex[:8]}"

@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass
 
 import models
+from models import migrations
 from models.risk_data import Driver, Vehicle
 from models.tenancy import Agency, Risk, Token
 
@@ -63,7 +64,7 @@ def new_risk(agency_id: int) -> Risk:
 def seed(database_url: str, count: int) -> Seeded:
     """Create the schema and the tenant, then insert count drivers (a tenth with a vehicle)."""
     models.bind(database_url)
-    models.upgrade()
+    migrations.upgrade()
     rng = random.Random(2)
     with models.db.connection_context():
         agency = Agency.create(name="bench", webhook_limit=10)

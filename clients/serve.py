@@ -51,6 +51,7 @@ def main(argv=None) -> int:
     import uvicorn
 
     import models
+    from models import migrations
     from riskapi.api.app import create_app
     from riskapi.config import Settings
 
@@ -60,7 +61,7 @@ def main(argv=None) -> int:
             Settings.from_env({}), database_url=url, validate_responses=True, cors_origins=tuple(args.cors_origin)
         )
         models.bind(url)
-        models.upgrade()
+        migrations.upgrade()
         tenant = make_tenant()
         app = create_app(settings)
         port = args.port or free_port()

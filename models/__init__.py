@@ -1,4 +1,4 @@
-"""Peewee models, bound late to the database named by DATABASE_URL."""
+"""Peewee models, bound late to the database named by DATABASE_URL: the database, its connections and the base models."""
 
 import contextlib
 import datetime
@@ -116,21 +116,6 @@ class PublicModel(BaseModel):
     updated = peewee.DateTimeField(default=utcnow, index=True)
 
 
-def all_models() -> list[type[BaseModel]]:
-    """Return every model class in creation order."""
-    from models.migrations import SchemaMigration
-    from models.risk_data import Address, Building, Driver, Premise, Vehicle
-    from models.tenancy import Agency, AppKey, Risk, Token
-
-    # The version table too: dropping every table (tests/conftest.py) then leaves an empty database.
-    models = [SchemaMigration, AppKey, Agency, Token, Risk, Vehicle, Premise, Driver, Address, Building]
-    try:
-        from models.webhooks import WEBHOOK_MODELS
-    except ImportError:  # pragma: no cover - webhooks are optional during bootstrap
-        WEBHOOK_MODELS = []
-    return models + list(WEBHOOK_MODELS)
-
-
 def tuples(query: peewee.BaseQuery) -> Iterator[tuple[Any, ...]]:
     """Iterate a query's rows as tuples (Peewee's stubs type `.tuples()` rows as model instances)."""
     return iter(query.tuples())
@@ -139,10 +124,3 @@ def tuples(query: peewee.BaseQuery) -> Iterator[tuple[Any, ...]]:
 def dicts(query: peewee.BaseQuery) -> Iterator[dict[str, Any]]:
     """Iterate a query's rows as dicts (Peewee's stubs type `.dicts()` rows as model instances)."""
     return iter(query.dicts())
-
-
-def upgrade() -> list[str]:
-    """Apply the pending schema migrations (models/migrations) in order; return the names applied."""
-    from models import migrations
-
-    return migrations.upgrade()

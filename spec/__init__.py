@@ -4,9 +4,15 @@ import functools
 import pathlib
 import re
 import urllib.parse
+import warnings
 
 import yaml
-from connexion.json_schema import ExtendedSafeLoader, resolve_refs
+
+# Connexion imports Starlette's test client at import time, which warns about httpx on every start, and
+# `import models` reaches Connexion here first (riskapi/__init__.py says the same for the riskapi package).
+warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
+
+from connexion.json_schema import ExtendedSafeLoader, resolve_refs  # noqa: E402 (after the filter above)
 
 SPEC_PATH = pathlib.Path(__file__).with_name("openapi.yaml")
 

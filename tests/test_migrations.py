@@ -248,7 +248,8 @@ def test_fresh_old_and_model_schemas_are_one_schema(scratch):
     old_database(old)
     riskapi(old, "db", "upgrade")
     # What the models declare today: a model changed without a migration shows here.
-    code = "import sys; from riskapi import models; models.bind(sys.argv[1]); models.db.create_tables(models.all_models())"
+    code = "import sys, models; from models import migrations; models.bind(sys.argv[1])"
+    code += "; models.db.create_tables(migrations.all_models())"
     subprocess.run([sys.executable, "-c", code, declared], check=True)
     schemas = []
     for url in (fresh, old, declared):

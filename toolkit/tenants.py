@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import models
+from models import migrations
 from models.tenancy import Agency, Risk, Token
 
 
@@ -12,8 +13,8 @@ def reset_database(url: str) -> None:
     """Drop and recreate every table, so a run starts from nothing."""
     models.bind(url)
     with models.db.connection_context():
-        models.db.drop_tables(models.all_models(), safe=True, cascade=not url.startswith("sqlite"))
-    models.upgrade()
+        models.db.drop_tables(migrations.all_models(), safe=True, cascade=not url.startswith("sqlite"))
+    migrations.upgrade()
 
 
 @dataclass

@@ -26,6 +26,9 @@ import peewee
 from playhouse.migrate import SchemaMigrator, make_index_name
 
 from models import BaseModel, db, tuples, utcnow
+from models.risk_data import Address, Building, Driver, Premise, Vehicle
+from models.tenancy import Agency, AppKey, Risk, Token
+from models.webhooks import WEBHOOK_MODELS
 
 NAME = re.compile(r"^\d{4}_\w+$")
 LOCK_KEY = 0x7269736B617069  # "riskapi": one advisory lock for every host upgrading one PostgreSQL database
@@ -40,6 +43,13 @@ class SchemaMigration(BaseModel):
 
     name = peewee.CharField(max_length=255, primary_key=True)
     applied = peewee.DateTimeField(default=utcnow)
+
+
+def all_models() -> list[type[BaseModel]]:
+    """Return every model class in creation order, the version table first."""
+    # The version table too: dropping every table (toolkit.tenants) then leaves an empty database.
+    ordered: list[type[BaseModel]] = [SchemaMigration, AppKey, Agency, Token, Risk, Vehicle, Premise, Driver, Address, Building]
+    return ordered + list(WEBHOOK_MODELS)
 
 
 def discover(package: str = __name__) -> list[tuple[str, types.ModuleType]]:

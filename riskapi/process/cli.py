@@ -21,13 +21,13 @@ def _print(obj: Any) -> None:
 
 def _db(settings: Settings) -> None:
     models.bind(settings.database_url)
-    models.upgrade()
+    migrations.upgrade()
 
 
 def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> None:
     """Apply the pending schema migrations in order (each in its own transaction)."""
     models.bind(settings.database_url)
-    _print({"database": "upgraded", "applied": models.upgrade()})
+    _print({"database": "upgraded", "applied": migrations.upgrade()})
 
 
 def cmd_db_status(args: argparse.Namespace, settings: Settings) -> None:

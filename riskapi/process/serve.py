@@ -26,6 +26,7 @@ import models
 import spec
 from jobs.embedded_redis import EmbeddedRedis, die_with_parent
 from jobs.outages import Backoff
+from models import migrations
 from models.tenancy import Agency
 from riskapi.config import Settings
 from riskapi.process import sockets as listener
@@ -47,7 +48,7 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1, worker: bo
     """
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     models.bind(settings.database_url)
-    models.upgrade()
+    migrations.upgrade()
     # With several API processes the port is held here (bound, not listening) before anything starts:
     # a port in use stops serve at once, and the processes join the port's SO_REUSEPORT group.
     try:

@@ -11,6 +11,7 @@ from prometheus_client import multiprocess
 
 import models
 from jobs import embedded_redis, worker
+from models import migrations
 from riskapi.config import Settings
 from riskapi.observability import logs, metrics
 from riskapi.process.serve import LOG_FORMAT
@@ -24,7 +25,7 @@ def work(settings: Settings, burst: bool = False) -> None:
     if settings.worker_nice:
         os.nice(settings.worker_nice)
     models.bind(settings.database_url)
-    models.upgrade()
+    migrations.upgrade()
     if settings.access_log:
         logs.configure(settings.log_format, logging.getLogger("riskapi.attempts"))
     if settings.metrics and settings.metrics_port:
