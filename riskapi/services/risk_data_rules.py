@@ -204,7 +204,7 @@ def apply_update(profile: Risk, plan: list[tuple[int, type[InRisk], int, dict, d
         nested: Any = values.get("address", False) if model is Driver else False  # False: not given
         if nested is not False:
             _write_nested_address(profile, object_id, nested, now)
-    for _, model, object_id, values, _ in plan:
+    for i, model, object_id, values, _ in plan:
         current = render.select(model).where(model.id == object_id).first()
         if current is None:
             _vanished(i)
