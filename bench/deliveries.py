@@ -1,7 +1,7 @@
 """Webhook delivery figures, measured in one run (`python -m bench.deliveries -h`).
 
 (a) Throughput: deliveries per second of ONE `riskapi worker` process (outbox relay + RQ SimpleWorker)
-    to a local HTTPS receiver, next to a bare loop of the same HTTP client (jobs.transport.post)
+    to a local HTTPS receiver, next to a bare loop of the same HTTP client (jobs.https.transport.post)
     posting the same signed bodies to the same receiver. Both rates are timed at the receiver, from
     the first request's arrival to the last one's. The ratio is the figure (aim >= 0.8).
 (b) Latency: from a driver create (POST, one driver) returning to its delivery arriving at the
@@ -31,8 +31,9 @@ import httpx
 
 import models
 from bench import isolation
-from jobs import transport
-from jobs.embedded_redis import EmbeddedRedis
+from jobs.https import transport
+from jobs.https.connections import Pool
+from jobs.runtime.embedded_redis import EmbeddedRedis
 from jobs.send import signed_headers
 from models import migrations
 from riskapi.config import Settings
@@ -86,11 +87,12 @@ def bare_loop(receiver: Receiver, bodies: list[tuple], secret: str, work: Path) 
 
 
 def run_bare_loop(listing: str, url: str, ca_path: str, secret: str) -> None:
-    """The bare loop itself: sign and post every body, sequentially."""
+    """The bare loop itself: sign and post every body, sequentially, keeping connections as a worker does."""
+    pool = Pool()
     for event, delivery_uuid, webhook_uuid, text in json.loads(Path(listing).read_text()):
         body = text.encode()
         sent = signed_headers(event, delivery_uuid, webhook_uuid, body, [secret])
-        result = transport.post(url, body, sent, timeout=5, allow_private=True, ca_bundle=ca_path)
+        result = transport.post(url, body, sent, timeout=5, allow_private=True, ca_bundle=ca_path, pool=pool)
         if not result.ok:
             raise SystemExit(f"bare loop: delivery failed: {result}")
 
@@ -208,7 +210,7 @@ def main(argv=None) -> int:
     ratio = worked / bare
     if args.receiver_delay:
         print(f"(the receiver answers after {args.receiver_delay * 1000:.0f} ms, as a remote one would)")
-    print(f"deliveries/s, bare loop of jobs.transport.post:  {bare:8.1f}")
+    print(f"deliveries/s, bare loop of jobs.https.transport.post:  {bare:8.1f}")
     limit = f", RISKAPI_WEBHOOK_MAX_RATE={args.max_rate:g}" if args.max_rate else ", no per-webhook rate"
     print(f"deliveries/s, one `riskapi worker` process:      {worked:8.1f}   ({args.threads} threads{limit})")
     print(f"ratio worker / bare loop:                        {ratio:8.2f}   (aim >= {AIMS['ratio']})")

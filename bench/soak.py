@@ -103,7 +103,7 @@ class Tenant:
 
 def cli(url: str, *argv: str) -> dict:
     env = {**os.environ, "DATABASE_URL": url, "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, "-m", "riskapi", *argv], env=env, cwd=ROOT, capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-m", "riskapi.process", *argv], env=env, cwd=ROOT, capture_output=True, text=True)
     if run.returncode:
         raise RuntimeError(f"riskapi {' '.join(argv)} failed: {run.stderr}")
     return json.loads(run.stdout)
@@ -348,7 +348,7 @@ def soak(args, work: Path) -> bool:
         env = {"DATABASE_URL": url, "REDIS_URL": args.redis_url or "", "RISKAPI_WEBHOOK_QUEUE": queue,
                "RISKAPI_WEBHOOK_ALLOW_PRIVATE": "1", "RISKAPI_WEBHOOK_CA_BUNDLE": receiver.ca_path,
                "RISKAPI_VALIDATE_RESPONSES": "0"}  # fmt: skip
-        argv = [sys.executable, "-m", "riskapi", "serve", "--port", str(port), "--workers", str(args.processes)]
+        argv = [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port), "--workers", str(args.processes)]
         service = servers.Server("service", argv, env, port, str(work))
         try:
             service.start(f"/api/v1/risks/{tenants[0].risk}/data/drivers", tenants[0].headers)

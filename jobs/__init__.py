@@ -4,11 +4,11 @@
 2. jobs.relay: committed deliveries become RQ jobs carrying ids (shapes and names: jobs.queue); lost jobs are rescued.
 3. jobs.claims: an RQ job claims its deliveries and lines them up in the engine the worker hands it.
 4. jobs.lines: the engine; webhooks' lines take turns, paced (jobs.pacing), slow ones held back
-   (jobs.slowness); a pool thread sends the attempt (jobs.send -> jobs.transport -> jobs.dialing,
-   jobs.connections).
+   (jobs.slowness); a pool thread sends the attempt (jobs.send -> jobs.https.transport -> jobs.https.dialing,
+   jobs.https.connections).
 5. jobs.recorder: the outcome written in one transaction (the attempt log, the delivery's next state).
 6. jobs.retry: what follows, as data (decide, next_delay), the webhook's health, and the retry's RQ job.
 
-Around them: jobs.worker (one process's relay, RQ workers and engine: jobs.rq_workers, jobs.rq_scheduler,
-jobs.rq_internals), jobs.outages (riding out Redis and database outages), jobs.embedded_redis, jobs.retention.
+Around them: jobs.runtime.worker (one process's relay, RQ workers and engine: jobs.runtime.rq_workers, jobs.runtime.rq_scheduler,
+jobs.rq_internals), jobs.outages (riding out Redis and database outages), jobs.runtime.embedded_redis, jobs.retention.
 """

@@ -5,7 +5,7 @@ here (`Engine.line_up`), so no
 receiver, however slow, holds a thread that other deliveries queue behind. Here:
 
 * up to RISKAPI_WEBHOOK_IN_FLIGHT attempts run at once, each in a pool thread of its own (the
-  blocking, hardened jobs.transport.post; pool threads never touch the database);
+  blocking, hardened jobs.https.transport.post; pool threads never touch the database);
 * one webhook has at most RISKAPI_WEBHOOK_PER_WEBHOOK attempts running in a process, and one while
   it is marked slow (jobs.slowness). The rest wait in the webhook's own line, each until its paced
   slot (jobs.pacing), and lines take turns, so a backlog of one webhook is never ahead of another's
@@ -32,8 +32,9 @@ from dataclasses import dataclass
 import redis
 
 import models
-from jobs import claims, send, transport
-from jobs.connections import Pool
+from jobs import claims, send
+from jobs.https import transport
+from jobs.https.connections import Pool
 from jobs.outages import DATABASE_ERRORS, Outage
 from jobs.pacing import Pacer
 from jobs.recorder import Claimed, Recorder

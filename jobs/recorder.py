@@ -26,10 +26,10 @@ import redis
 import models
 from jobs import queue as jobs_queue
 from jobs import retry
+from jobs.https.transport import Result
 from jobs.outages import DATABASE_ERRORS, Outage, reconnecting
 from jobs.retry import AttemptFailed
 from jobs.slowness import SlowMarks
-from jobs.transport import Result
 from models import utcnow
 from models.webhooks import PENDING, Attempt, Delivery, Webhook
 from riskapi.config import Settings

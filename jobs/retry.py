@@ -20,7 +20,7 @@ import redis
 from rq import Queue
 
 from jobs import queue as jobs_queue
-from jobs.transport import Result
+from jobs.https.transport import Result
 from models.webhooks import FAILED, PENDING, SUCCEEDED, Webhook
 from riskapi.config import Settings
 from riskapi.observability import metrics

@@ -1,6 +1,6 @@
 """RQ's private internals that the delivery worker relies on, under public names, in this one module.
 
-RQ 2 has no public hook for what jobs.worker needs: a worker in a helper thread that installs no
+RQ 2 has no public hook for what jobs.runtime.worker needs: a worker in a helper thread that installs no
 signal handlers, a scheduler of its own class, a warm stop asked for without a signal (or a Redis),
 a lost Redis waited out quietly by the pubsub thread, a look at the scheduler's process, and a job
 that is handed the worker's engine (EngineJob) rather than finding it in a module global.

@@ -1,4 +1,4 @@
-"""Send one attempt: the event's stored body, signed with the webhook's secrets, POSTed by jobs.transport.
+"""Send one attempt: the event's stored body, signed with the webhook's secrets, POSTed by jobs.https.transport.
 
 No database here: the delivery, its webhook and the event body arrive loaded. The request carries the
 service's headers (Service-Delivery is the delivery's uuid, the same on every attempt) and the Standard
@@ -11,8 +11,8 @@ import datetime
 import time
 import uuid
 
-from jobs import transport
-from jobs.connections import Pool
+from jobs.https import transport
+from jobs.https.connections import Pool
 from models.webhooks import Delivery, Webhook
 from riskapi import __version__
 from riskapi.config import Settings

@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 import models
-from jobs.embedded_redis import EmbeddedRedis
+from jobs.runtime.embedded_redis import EmbeddedRedis
 from riskapi.config import Settings
 from tests.support import CREATED_AGENCIES, make_tenant, settle_pending
 from toolkit.receiver import Receiver

@@ -12,7 +12,7 @@ from toolkit.serving import ServerThread, answers, free_port
 
 def run(db_url, *args):
     env = {**os.environ, "DATABASE_URL": db_url}
-    out = subprocess.run([sys.executable, "-m", "riskapi", *args], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "riskapi.process", *args], env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
 
@@ -57,7 +57,7 @@ def test_serve_says_where_it_listens_how_to_make_a_tenant_and_is_ready_with_its_
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update(DATABASE_URL=f"sqlite:///{tmp_path}/first.db")  # warnings as a user's terminal shows them
     port = free_port()
-    command = [sys.executable, "-m", "riskapi", "serve", "--port", str(port)]
+    command = [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port)]
     serve = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
 
@@ -97,7 +97,7 @@ def test_serve_no_worker_runs_the_api_alone(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update(DATABASE_URL=f"sqlite:///{tmp_path}/alone.db")
     port = free_port()
-    command = [sys.executable, "-m", "riskapi", "serve", "--no-worker", "--port", str(port)]
+    command = [sys.executable, "-m", "riskapi.process", "serve", "--no-worker", "--port", str(port)]
     serve = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     try:
 
@@ -136,14 +136,14 @@ def test_sigterm_lets_an_in_flight_request_finish_and_takes_no_new_one(tmp_path)
     env.update(DATABASE_URL=f"sqlite:///{tmp_path}/graceful.db")
 
     def cli(*args):
-        out = subprocess.run([sys.executable, "-m", "riskapi", *args], env=env, capture_output=True, check=True)
+        out = subprocess.run([sys.executable, "-m", "riskapi.process", *args], env=env, capture_output=True, check=True)
         return json.loads(out.stdout)
 
     agency = cli("agency", "create", "--name", "Graceful")
     headers = {"Authorization": "Bearer " + cli("token", "create", "--agency", agency["uuid"])["token"]}
     risk = cli("risk", "create", "--agency", agency["uuid"], "--type", "commercial")["uuid"]
     port = free_port()
-    command = [sys.executable, "-m", "riskapi", "serve", "--no-worker", "--port", str(port)]
+    command = [sys.executable, "-m", "riskapi.process", "serve", "--no-worker", "--port", str(port)]
     serve = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}/api/v1"
     try:

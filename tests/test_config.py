@@ -50,7 +50,7 @@ def test_a_malformed_value_names_its_variable(name, value, message):
 )
 def test_the_command_line_stops_with_one_line_not_a_traceback(tmp_path, command, name, value):
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/x.db", **{name: value})
-    done = subprocess.run([sys.executable, "-m", "riskapi", *command], env=env, capture_output=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "riskapi.process", *command], env=env, capture_output=True, timeout=60)
     assert done.returncode == 1
     [line] = done.stderr.decode().strip().splitlines()
     assert line.startswith(f"riskapi: {name}={value!r} is not a ")

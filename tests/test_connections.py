@@ -1,11 +1,11 @@
-"""Tests for jobs.connections: which idle connections are kept, handed out and closed."""
+"""Tests for jobs.https.connections: which idle connections are kept, handed out and closed."""
 
 import socket
 
 import pytest
 
-from jobs import connections
-from jobs.connections import Key, Pool
+from jobs.https import connections
+from jobs.https.connections import Key, Pool
 
 KEY = Key("hooks.example.com", 443, None, False)
 FRESH = 1e12  # an opening time (monotonic) ahead of now: never too old, however long the suite runs

@@ -61,7 +61,7 @@ def test_serve_with_two_api_processes_counts_them_whole(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "PROMETHEUS_MULTIPROC_DIR"}}
     env.update(DATABASE_URL=f"sqlite:///{tmp_path}/metrics.db")
     port = free_port()
-    command = [sys.executable, "-m", "riskapi", "serve", "--workers", "2", "--port", str(port)]
+    command = [sys.executable, "-m", "riskapi.process", "serve", "--workers", "2", "--port", str(port)]
     serve = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:

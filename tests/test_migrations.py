@@ -118,7 +118,7 @@ def scratch(tmp_path):
 
 def riskapi(url: str, *args, check=True) -> subprocess.CompletedProcess:
     env = {**os.environ, "DATABASE_URL": url}
-    return subprocess.run([sys.executable, "-m", "riskapi", *args], env=env, capture_output=True, text=True, check=check)
+    return subprocess.run([sys.executable, "-m", "riskapi.process", *args], env=env, capture_output=True, text=True, check=check)
 
 
 def lines(process) -> list:
@@ -312,7 +312,7 @@ def _serving(url: str):
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env["DATABASE_URL"] = url
     port = free_port()
-    command = [sys.executable, "-m", "riskapi", "serve", "--no-worker", "--port", str(port)]
+    command = [sys.executable, "-m", "riskapi.process", "serve", "--no-worker", "--port", str(port)]
     serve = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}/api/v1"
     try:

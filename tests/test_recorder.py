@@ -7,7 +7,8 @@ import pytest
 import redis
 
 import models
-from jobs import claims, transport
+from jobs import claims
+from jobs.https import transport
 from jobs.lines import Engine, Item
 from models import utcnow
 from models.webhooks import PENDING, SUCCEEDED, Attempt, Delivery, Webhook, pack_events

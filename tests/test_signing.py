@@ -11,7 +11,7 @@ import re
 import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from jobs.transport import post
+from jobs.https.transport import post
 from riskapi.webhooks.signing import (
     SECRET_PREFIX,
     generate_secret,

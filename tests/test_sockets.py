@@ -19,7 +19,7 @@ def serve(tmp_path):
     """Start `riskapi serve --workers 2 --no-worker` on SQLite; yield (process, port); stop it whatever happens."""
     port = free_port()
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/listener.db", RISKAPI_RATE_LIMIT="0")
-    argv = [sys.executable, "-m", "riskapi", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
+    argv = [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
     process = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
     try:
         assert wait_until(lambda: len(api_processes(process)) == 2 and answers(f"http://127.0.0.1:{port}/api/v1"), timeout=60)
@@ -81,7 +81,7 @@ def test_a_port_in_use_stops_serve_at_once(tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/taken.db")
-        argv = [sys.executable, "-m", "riskapi", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
+        argv = [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
         run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
     assert run.returncode != 0 and "Address already in use" in run.stderr
 

@@ -352,7 +352,9 @@ def test_upgrade_adds_the_rotation_columns_to_an_existing_database(tmp_path):
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{path}", "PYTHONPATH": str(ROOT)}
 
     def cli(*args) -> dict:
-        done = subprocess.run([sys.executable, "-m", "riskapi", *args], env=env, capture_output=True, check=True, cwd=ROOT)
+        done = subprocess.run(
+            [sys.executable, "-m", "riskapi.process", *args], env=env, capture_output=True, check=True, cwd=ROOT
+        )
         return json.loads(done.stdout)
 
     cli("db", "upgrade")

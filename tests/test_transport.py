@@ -1,4 +1,4 @@
-"""Tests for jobs.transport against a real local HTTPS receiver; no mocks."""
+"""Tests for jobs.https.transport against a real local HTTPS receiver; no mocks."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from jobs.connections import Pool
-from jobs.transport import MAX_RESPONSE_BYTES, Result, is_allowed_address, post
+from jobs.https.connections import Pool
+from jobs.https.transport import MAX_RESPONSE_BYTES, Result, is_allowed_address, post
 from toolkit.receiver import Receiver, Reply
 
 BODY = b'{"event":"risk.updated","score":0.73}'
@@ -336,7 +336,7 @@ def test_caller_bugs_raise():
 
 
 def test_retry_after_in_seconds_or_as_an_http_date():
-    from jobs.transport import parse_retry_after
+    from jobs.https.transport import parse_retry_after
 
     now = 1_800_000_000.0
     assert parse_retry_after("120", now) == 120.0
@@ -390,7 +390,7 @@ def test_a_connection_the_receiver_closed_while_idle_is_not_used(kept):
 def test_a_connection_closed_as_it_is_taken_is_replaced_without_losing_the_attempt(kept, monkeypatch):
     """The receiver closing the kept connection between the idle check and the send: sent once, on a new one."""
     assert deliver(kept).ok
-    monkeypatch.setattr("jobs.connections._quiet", lambda sock: True)  # the check saw it still open
+    monkeypatch.setattr("jobs.https.connections._quiet", lambda sock: True)  # the check saw it still open
     kept.close_connections()
     result = deliver(kept)
     assert (result.status, result.error) == (200, None)
@@ -399,7 +399,7 @@ def test_a_connection_closed_as_it_is_taken_is_replaced_without_losing_the_attem
 
 def test_a_connection_idle_too_long_is_not_used(kept, monkeypatch):
     """Past connections.IDLE the receiver may be closing it: a new connection is opened."""
-    monkeypatch.setattr("jobs.connections.IDLE", 0.0)
+    monkeypatch.setattr("jobs.https.connections.IDLE", 0.0)
     assert deliver(kept).ok and deliver(kept).ok
     assert kept.connections == 2
 

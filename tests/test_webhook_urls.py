@@ -6,7 +6,7 @@ import http.client
 
 import pytest
 
-from jobs.transport import post, prepare
+from jobs.https.transport import post, prepare
 from riskapi.webhooks.urls import normalise, url_problem
 from tests.support import make_webhook, webhook_items
 

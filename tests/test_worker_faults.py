@@ -23,7 +23,8 @@ import pytest
 import redis
 
 import models
-from jobs import claims, transport
+from jobs import claims
+from jobs.https import transport
 from jobs.relay import Relay
 from riskapi.process.serve import stop_process_group
 from riskapi.webhooks.signing import verify
@@ -120,7 +121,9 @@ def _worker_child(serve_pid: int) -> int | None:
             command = psutil.Process(pid).cmdline()
         except psutil.Error:
             continue
-        if command[1:3] == ["-m", "riskapi"] and "worker" in command:  # python -m riskapi worker (riskapi.process.serve)
+        if (
+            command[1:3] == ["-m", "riskapi.process"] and "worker" in command
+        ):  # python -m riskapi.process worker (riskapi.process.serve)
             return pid
     return None
 
@@ -150,7 +153,7 @@ def test_serve_starts_a_killed_worker_again_and_every_delivery_arrives(tmp_path,
     )
 
     def cli(*args):
-        out = subprocess.run([sys.executable, "-m", "riskapi", *args], env=env, cwd=ROOT, capture_output=True, check=True)
+        out = subprocess.run([sys.executable, "-m", "riskapi.process", *args], env=env, cwd=ROOT, capture_output=True, check=True)
         return json.loads(out.stdout)
 
     agency = cli("agency", "create", "--name", "Supervised")
@@ -160,7 +163,7 @@ def test_serve_starts_a_killed_worker_again_and_every_delivery_arrives(tmp_path,
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
         serve = subprocess.Popen(
-            [sys.executable, "-m", "riskapi", "serve", "--port", str(port)],
+            [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port)],
             env=env,
             cwd=ROOT,
             stdout=out,

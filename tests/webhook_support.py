@@ -9,7 +9,7 @@ import httpx
 import psutil
 
 import models
-from jobs.embedded_redis import EmbeddedRedis
+from jobs.runtime.embedded_redis import EmbeddedRedis
 from models.webhooks import Delivery, Webhook
 from toolkit.serving import wait_until
 from toolkit.tenants import items

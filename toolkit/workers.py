@@ -101,7 +101,7 @@ class WorkerProcess:
         """Start the worker and wait until RQ lists it."""
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "riskapi", "worker"],
+                [sys.executable, "-m", "riskapi.process", "worker"],
                 cwd=ROOT,
                 env=self.env,
                 stdin=subprocess.DEVNULL,

@@ -24,8 +24,8 @@ import uvicorn
 
 import models
 import spec
-from jobs.embedded_redis import EmbeddedRedis, die_with_parent
 from jobs.outages import Backoff
+from jobs.runtime.embedded_redis import EmbeddedRedis, die_with_parent
 from models import migrations
 from models.tenancy import Agency
 from riskapi.config import Settings
@@ -161,7 +161,7 @@ class Child:
 class Supervisor:
     """Starts serve's children, starts again any that exits, and stops them all (in reverse order) on stop().
 
-    All of it happens in one thread of its own: Linux's parent-death signal (jobs.embedded_redis.die_with_parent)
+    All of it happens in one thread of its own: Linux's parent-death signal (jobs.runtime.embedded_redis.die_with_parent)
     follows the thread that forked a child, so that thread must outlive every child it starts.
     """
 
@@ -221,7 +221,7 @@ SERVE_WORKER_NICE = 10
 def _start_worker(env: dict) -> subprocess.Popen:
     """Start `riskapi worker` in a session of its own (a Ctrl-C in the terminal reaches only serve, which stops it in order)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "riskapi", "worker"],
+        [sys.executable, "-m", "riskapi.process", "worker"],
         env=env,
         stdin=subprocess.DEVNULL,
         start_new_session=True,

@@ -15,7 +15,7 @@ import sys
 
 import uvicorn
 
-from jobs.embedded_redis import die_with_parent
+from jobs.runtime.embedded_redis import die_with_parent
 
 # How long an API process may take over its requests in flight once asked to stop.
 GRACE = 10.0

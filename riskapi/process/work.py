@@ -10,7 +10,7 @@ import prometheus_client
 from prometheus_client import multiprocess
 
 import models
-from jobs import embedded_redis, worker
+from jobs.runtime import embedded_redis, worker
 from models import migrations
 from riskapi.config import Settings
 from riskapi.observability import logs, metrics

@@ -1,6 +1,6 @@
 """What a webhook url may be: https, a public domain name, never an IP address in any spelling.
 
-Subscription checks and delivery (jobs.transport) both work on `normalise(url)`, so a url that is
+Subscription checks and delivery (jobs.https.transport) both work on `normalise(url)`, so a url that is
 accepted can be sent, and one that delivery would refuse is refused when it is subscribed.
 """
 

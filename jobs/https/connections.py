@@ -9,7 +9,7 @@ SSRF check a new connection would. A connection is reused only while it is young
 than the 5 s idle timeout of common servers, so the receiver is unlikely to be closing it just
 then) and has nothing to read: a receiver that closed it or sent something unasked loses it.
 
-A worker process has one Pool (built by jobs.worker, held by its engine) handed to every attempt.
+A worker process has one Pool (built by jobs.runtime.worker, held by its engine) handed to every attempt.
 """
 
 from __future__ import annotations

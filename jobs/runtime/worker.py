@@ -1,9 +1,9 @@
 """A delivery worker process: the outbox relay in a thread, RQ workers in threads, and the engine they feed.
 
 One process holds the pipeline's live objects and hands them on: the relay (jobs.relay) moves committed
-deliveries to RQ; RQ workers (jobs.rq_workers, RISKAPI_WEBHOOK_WORKER_THREADS of them, the main thread's
+deliveries to RQ; RQ workers (jobs.runtime.rq_workers, RISKAPI_WEBHOOK_WORKER_THREADS of them, the main thread's
 with RQ's scheduler) run the jobs, which claim deliveries and line them up in the engine (jobs.lines);
-the engine's pool threads send (over the process's pool of kept connections, jobs.connections) and its
+the engine's pool threads send (over the process's pool of kept connections, jobs.https.connections) and its
 recorder writes the outcomes (jobs.recorder). Nothing is found through a module global.
 
 Redis may go away for any length of time, and come back empty. A worker that loses it is let go,
@@ -26,11 +26,11 @@ from rq.exceptions import StopRequested
 
 import models
 from jobs import queue as jobs_queue
-from jobs.connections import Pool
+from jobs.https.connections import Pool
 from jobs.lines import Engine
 from jobs.outages import Backoff, Outage, wait_for
 from jobs.relay import Relay
-from jobs.rq_workers import DeliveryWorker, MainWorker, QuietRedisErrors, ThreadWorker
+from jobs.runtime.rq_workers import DeliveryWorker, MainWorker, QuietRedisErrors, ThreadWorker
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.worker")

@@ -13,9 +13,9 @@ import time
 import redis
 from rq.scheduler import RQScheduler
 
-from jobs.embedded_redis import die_with_parent
 from jobs.outages import Backoff
 from jobs.rq_internals import install_scheduler_signal_handlers, scheduler_stop_requested
+from jobs.runtime.embedded_redis import die_with_parent
 
 
 class DyingScheduler(RQScheduler):

@@ -2,10 +2,10 @@
 
 Webhook URLs are user-supplied, so this module assumes the far end may be
 an attacker: it dials only public addresses, pinned to the address checked,
-within one total deadline (jobs.dialing), never follows redirects and caps
+within one total deadline (jobs.https.dialing), never follows redirects and caps
 how much it reads, so a slow-dripping receiver cannot hold a worker hostage.
 A connection the receiver keeps open is kept for the next attempt to it, in
-the pool passed in (jobs.connections).
+the pool passed in (jobs.https.connections).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
-from jobs import connections, dialing
-from jobs.dialing import is_allowed_address
+from jobs.https import connections, dialing
+from jobs.https.dialing import is_allowed_address
 from riskapi.webhooks.urls import normalise
 
 __all__ = ["MAX_RESPONSE_BYTES", "Result", "is_allowed_address", "post", "prepare"]

@@ -3,11 +3,11 @@
 The worker class is RQ's `SimpleWorker` on purpose: a delivery is a few milliseconds of database
 work around one HTTPS POST, and the default worker's fork per job would cost more than the job.
 Each worker hands the process's engine to the jobs it performs (jobs.rq_internals.EngineJob).
-The main thread's worker handles SIGTERM/SIGINT and runs the scheduler (jobs.rq_scheduler); job
+The main thread's worker handles SIGTERM/SIGINT and runs the scheduler (jobs.runtime.rq_scheduler); job
 timeouts are SIGALRM there and a timer in the helper threads' workers.
 
 A worker that loses Redis gives it up quietly (its wait for a job returns with `lost` set): the
-process builds a new one once Redis answers (jobs.worker).
+process builds a new one once Redis answers (jobs.runtime.worker).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from rq.worker import WorkerStatus
 from jobs.outages import DATABASE_ERRORS, UNREACHABLE, Outage
 from jobs.retry import AttemptFailed
 from jobs.rq_internals import HookedWorker, forget_scheduler_process, scheduler_process
-from jobs.rq_scheduler import DyingScheduler
+from jobs.runtime.rq_scheduler import DyingScheduler
 
 log = logging.getLogger("riskapi.worker")
 
