@@ -17,9 +17,8 @@ from handlers import settings
 from models.tenancy import AppKey, Risk
 from riskapi.api import precognition
 from riskapi.exceptions import ApiError
-from riskapi.services import bulk_write as writes
-from riskapi.services import list_query as query
-from riskapi.services import render
+from riskapi.services import list_query, render
+from riskapi.services.bulk_write import Errors, Write, check, run
 from riskapi.services.pagination import Paginator, envelope
 
 _SECRET: list = []
@@ -58,7 +57,7 @@ def risk_of(agency_id: int, risk_uuid: str) -> Risk:
 def body() -> tuple:
     """Return the parsed body and its schema errors."""
     ctx = context.context
-    return ctx.get("body"), writes.Errors(ctx.get("body_errors") or {})
+    return ctx.get("body"), Errors(ctx.get("body_errors") or {})
 
 
 def cursor_secret() -> bytes:
@@ -92,15 +91,15 @@ def list_page(
 
 
 @functools.cache
-def _listing(operation: str, model: render.Model) -> query.ListSpec:
+def _listing(operation: str, model: render.Model) -> list_query.ListSpec:
     # Named by the operation's function, so that its cursors cannot be replayed on another list.
-    return query.ListSpec(operation, model)
+    return list_query.ListSpec(operation, model)
 
 
-def bulk_write(status: int, write: writes.Write) -> flask.Response:
+def bulk_write(status: int, write: Write) -> flask.Response:
     """Answer a bulk write on its one path (riskapi.services.bulk_write): a dry-run only checks it, else applies it atomically."""
     payload, errors = body()
     if precognition.is_precognitive(flask.request.headers):
-        writes.check(write, payload, errors)
+        check(write, payload, errors)
         return precognition.passed()
-    return respond(status, {"data": writes.run(write, payload, errors)})
+    return respond(status, {"data": run(write, payload, errors)})

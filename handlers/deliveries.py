@@ -12,8 +12,7 @@ from handlers.webhooks import webhook_of
 from models import timestamp
 from models.webhooks import FAILED, PENDING, Attempt, Delivery, Event
 from riskapi.exceptions import ApiError
-from riskapi.services import bulk_write as writes
-from riskapi.services import list_query as query
+from riskapi.services import bulk_write, list_query
 from riskapi.services.messages import message
 from riskapi.services.render import envelope, values
 
@@ -78,11 +77,11 @@ def redeliver(agency_id: int, webhook: str, delivery: str) -> flask.Response:
 def recover_deliveries(agency_id: int, webhook: str) -> flask.Response:
     """Queue a new round of attempts for every failed delivery of a webhook created in a window."""
     payload, errors = common.body()
-    writes.fail_if(errors)
-    since = query.moment(payload["since"], Delivery.created, upper=False)
-    until = query.moment(payload["until"], Delivery.created, upper=False) if payload.get("until") else None
+    bulk_write.fail_if(errors)
+    since = list_query.moment(payload["since"], Delivery.created, upper=False)
+    until = list_query.moment(payload["until"], Delivery.created, upper=False) if payload.get("until") else None
     if until is not None and until <= since:
-        writes.fail_if(writes.Errors({"until": [message("after", "until", date="since")]}))
+        bulk_write.fail_if(bulk_write.Errors({"until": [message("after", "until", date="since")]}))
     with models.atomic():
         hook = webhook_of(agency_id, webhook)
         if hook.disabled is not None:

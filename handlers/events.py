@@ -7,14 +7,14 @@ import flask
 import models
 import spec
 from handlers import common
-from riskapi.services import bulk_write as writes
+from riskapi.services import bulk_write
 from riskapi.webhooks import outbox
 
 
 def publish_event(agency_id: int) -> flask.Response:
     """Record an event and queue a delivery to each active webhook of the agency subscribed to it."""
     payload, errors = common.body()
-    writes.fail_if(errors)
+    bulk_write.fail_if(errors)
     with models.atomic():
         accepted = outbox.record(agency_id, payload["event"], [payload["data"]], keep=True)[0]
     return common.respond(202, accepted)

@@ -7,9 +7,7 @@ import flask
 
 from handlers import common
 from models.risk_data import Building, Driver, InRisk, Premise, RiskObject, Vehicle
-from riskapi.services import bulk_write as writes
-from riskapi.services import render
-from riskapi.services import risk_data_writes as risk_writes
+from riskapi.services import bulk_write, render, risk_data_writes
 from riskapi.services.messages import message
 
 
@@ -32,7 +30,7 @@ def _list(
 
 def _create(model: type[RiskObject], agency_id: int, risk: str, include: list[str] | None) -> flask.Response:
     """Create rows of one kind in a risk profile, in bulk, atomically (the one bulk-write path)."""
-    return common.bulk_write(201, risk_writes.Create(model, common.risk_of(agency_id, risk), include))
+    return common.bulk_write(201, risk_data_writes.Create(model, common.risk_of(agency_id, risk), include))
 
 
 def list_drivers(
@@ -109,12 +107,12 @@ def create_buildings(agency_id: int, risk: str, include: list[str] | None = None
 
 def update_risk_data(agency_id: int, risk: str) -> flask.Response:
     """Update risk data."""
-    return common.bulk_write(200, risk_writes.Update(common.risk_of(agency_id, risk)))
+    return common.bulk_write(200, risk_data_writes.Update(common.risk_of(agency_id, risk)))
 
 
 def delete_risk_data(agency_id: int, risk: str) -> flask.Response:
     """Delete risk data."""
-    return common.bulk_write(200, risk_writes.Delete(common.risk_of(agency_id, risk)))
+    return common.bulk_write(200, risk_data_writes.Delete(common.risk_of(agency_id, risk)))
 
 
 def override_risk_data(agency_id: int, risk: str) -> None:
@@ -123,4 +121,4 @@ def override_risk_data(agency_id: int, risk: str) -> None:
     _, errors = common.body()
     if not errors:
         errors.add("_method", message("required", "_method"))
-    writes.fail_if(errors)
+    bulk_write.fail_if(errors)

@@ -13,8 +13,7 @@ from models import utcnow
 from models.risk_data import KINDS, Address, Building, Driver, InRisk, Premise, RiskObject
 from models.tenancy import Risk
 from riskapi.exceptions import ValidationFailed
-from riskapi.services import bulk_write as writes
-from riskapi.services import render
+from riskapi.services import bulk_write, render
 from riskapi.services.bulk_write import Errors, fail_if, transaction  # noqa: F401 (tests name them bulk.*)
 from riskapi.services.messages import message
 from riskapi.services.schema_validation import compiled, parse_date
@@ -86,9 +85,9 @@ def check_numbers(
 
 def plan_create(model: type[RiskObject], profile: Risk, body: Any, errors: Errors) -> list[tuple[dict, dict | None]]:
     """Check a create request against the database; return its rows."""
-    listed = writes.items(body)
+    listed = bulk_write.items(body)
     check_profile_type(profile, listed, errors)
-    entries = [(i, d) for i, _, d in writes.entries(listed)]
+    entries = [(i, d) for i, _, d in bulk_write.entries(listed)]
     numbered: list[tuple[int, int, int | None]] = [
         (i, d["number"], None) for i, d in entries if _is_int(d.get("number")) and errors.clean(f"data.{i}.data.number")
     ]
@@ -144,10 +143,10 @@ def insert(model: type[InRisk], profile: Risk, rows: list[tuple[dict, dict | Non
 
 def plan_update(profile: Risk, body: Any, errors: Errors) -> list[tuple[int, type[InRisk], int, dict, dict]]:
     """Check an update request against the database; return [(index, model, id, values, refs)]."""
-    listed = writes.items(body)
+    listed = bulk_write.items(body)
     check_profile_type(profile, listed, errors)
     by_kind: dict[str, list[tuple[int, dict, dict]]] = {}
-    for i, item, values in writes.entries(listed):
+    for i, item, values in bulk_write.entries(listed):
         if isinstance(item.get("object"), str) and item["object"] in KINDS:
             by_kind.setdefault(item["object"], []).append((i, item, values))
     plan: list[tuple[int, type[InRisk], int, dict, dict]] = []
@@ -169,7 +168,7 @@ def plan_update(profile: Risk, body: Any, errors: Errors) -> list[tuple[int, typ
 
 def _existing(model: type[InRisk], profile: Risk, listed: list[tuple[int, Any]], errors: Errors) -> dict[int, int]:
     """Map item indexes to ids of the objects that exist (locked until the write ends); report the rest and repeats."""
-    return writes.existing(listed, lambda uuids: model.ids_by_uuid(profile.id, uuids, lock=True), errors, "not_found")
+    return bulk_write.existing(listed, lambda uuids: model.ids_by_uuid(profile.id, uuids, lock=True), errors, "not_found")
 
 
 def _check_nested_addresses(found: list[tuple[int, dict, dict]], ids: dict[int, int], errors: Errors) -> None:
@@ -239,7 +238,7 @@ def _write_nested_address(profile: Risk, driver_id: int, nested: dict | None, no
 
 def plan_delete(profile: Risk, body: Any, errors: Errors) -> list[tuple[int, type[InRisk], int, str]]:
     """Check a delete request; return [(index, model, id, uuid)] in a safe order."""
-    listed = writes.items(body)
+    listed = bulk_write.items(body)
     check_profile_type(profile, listed, errors)
     plan: list[tuple[int, type[InRisk], int, str]] = []
     for kind in DELETE_ORDER:
