@@ -13,7 +13,8 @@ Rules (ARCHITECTURE.md, "Layout"):
   edge between them);
 - at most MAX_FUNCTION_IMPORTS imports of the project's own modules inside functions, each with
   a comment on its line or the line before saying why;
-- no module imports, or reads through a module, another module's private (`_underscore`) name.
+- no module imports, or reads through a module, another module's private (`_underscore`) name;
+- no folder holds more than MAX_FOLDER_MODULES modules (a wider one is split into subpackages).
 Cycles are counted as strongly connected groups: each group is one or more cycles tangled together.
 """
 
@@ -31,6 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # Import name -> folder, relative to the repository root; import names mirror the folders.
 PACKAGES = {name: name for name in ("riskapi", "handlers", "models", "jobs", "spec")}
 MAX_FUNCTION_IMPORTS = 5
+# A folder a reader takes in at a glance (ARCHITECTURE.md); `__init__` counts as a module.
+MAX_FOLDER_MODULES = 15
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
@@ -301,6 +304,9 @@ def check(graph: Graph, out=sys.stdout) -> list[str]:
         broken.append("an import inside a function without a comment saying why")
     if graph.private:
         broken.append("a private name imported across modules")
+    crowded = sorted(folder for folder, size in sizes.items() if size > MAX_FOLDER_MODULES)
+    if crowded:
+        broken.append(f"more than {MAX_FOLDER_MODULES} modules in {', '.join(crowded)}")
     return broken
 
 
