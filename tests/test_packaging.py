@@ -72,3 +72,20 @@ def test_our_top_level_names_resolve_to_this_repositorys_folders(tmp_path):
             if (entry / name / "__init__.py").exists() or (entry / f"{name}.py").exists():
                 shadows.append(str(entry / name))
     assert shadows == []
+
+
+def test_an_editable_install_is_a_path_entry_not_an_import_hook():
+    # Static tools (pyright, mypy, editors) read .pth path entries but not import hooks (setuptools'
+    # editable finder), which served the old package_dir mapping and hid every layer from them.
+    # The installed distribution records how it was installed (an egg-info a build left at the root does not).
+    [distribution] = [
+        d
+        for d in importlib.metadata.distributions()
+        if (d.metadata["Name"] or "").lower() == "riskapi" and d.read_text("direct_url.json")
+    ]
+    if not json.loads(distribution.read_text("direct_url.json") or "{}").get("dir_info", {}).get("editable"):
+        return  # installed from a wheel: nothing to serve from the repository
+    site = Path(distribution.locate_file(""))
+    assert not list(site.glob("__editable___riskapi*finder.py")), "the editable install serves an import hook"
+    [pth] = site.glob("__editable__.riskapi*.pth")
+    assert [Path(line) for line in pth.read_text().split()] == [ROOT]
