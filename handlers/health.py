@@ -10,6 +10,8 @@ from handlers import common, settings
 
 # A probe must answer within the prober's timeout (often 1-2 s), even when a dependency hangs.
 PROBE_TIMEOUT = 1.0
+# Not ready: ask again in a second, as the API's 503 for a database away does (spec: readyz's 503).
+RETRY_AFTER = "1"
 
 
 def healthz() -> flask.Response:
@@ -22,7 +24,9 @@ def readyz() -> flask.Response:
     checks = {"database": _database(), "redis": _redis(settings().redis_url)}
     failed = [name for name, state in checks.items() if state == "down"]
     if failed:
-        return common.respond(503, {"message": f"Not ready: {', '.join(failed)}.", "status": 503, "checks": checks})
+        response = common.respond(503, {"message": f"Not ready: {', '.join(failed)}.", "status": 503, "checks": checks})
+        response.headers["Retry-After"] = RETRY_AFTER
+        return response
     return common.respond(200, {"status": "ok", "checks": checks})
 
 

@@ -27,7 +27,7 @@ import models
 from jobs import queue as jobs_queue
 from jobs import retry, send
 from jobs.outages import DATABASE_ERRORS, reconnecting
-from jobs.recorder import record
+from jobs.outcomes import record
 from jobs.retry import AttemptFailed
 from jobs.rq_internals import engine_job
 from models import utcnow

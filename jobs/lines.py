@@ -15,8 +15,10 @@ receiver, however slow, holds a thread that other deliveries queue behind. Here:
 
 A delivery is claimed before it waits here, so no other worker takes it; if the process dies, its
 claims expire and the relay's rescue hands them back, as before. A claim that could not be renewed
-in time is let go unattempted, so no attempt runs on a claim that may have lapsed. The worker builds
-one engine per process and hands it to its RQ jobs (jobs.rq_internals.EngineJob).
+in time is let go unattempted, so no attempt runs on a claim that may have lapsed. While the recorder
+cannot reach the database no attempt starts (`pause`, `resume`): one it could not record would be
+sent again. The worker builds one engine per process and hands it to its RQ jobs
+(jobs.rq_internals.EngineJob).
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ class Engine:
         self._running: collections.Counter = collections.Counter()
         self._in_flight = 0
         self._held = 0  # claimed here and not yet settled: waiting, running or being recorded
+        self._paused = False  # the recorder cannot write: no attempt starts
         self.slow = SlowMarks(connection, settings.webhook_queue, settings.webhook_slow_for)
         self._closed = False
         self.recorder = Recorder(self)
@@ -134,6 +137,8 @@ class Engine:
 
     def _start_due(self) -> float | None:
         """Start the attempts that may run now, webhooks taking turns; return seconds until the next due one."""
+        if self._paused:
+            return None  # resume() wakes the dispatcher
         now, clock = time.monotonic(), time.time()
         margin = self.settings.webhook_timeout + 0.5  # an attempt must end well within its claim
         order, served, wake = self._turns, 0, None
@@ -196,22 +201,36 @@ class Engine:
         with self._cond:
             return {webhook_id: list(line) for webhook_id, line in self._lines.items()}
 
-    def tend(self, unrecorded: list[Claimed], renewing: bool, soon: float) -> None:
+    def tend(self, unrecorded: list[Claimed], renewing: bool, soon: float) -> bool:
         """Re-read the webhooks of waiting deliveries and, when renewing, extend the claims that lapse before
-        `soon` (monotonic), with those of `unrecorded`; drop the waiting items no longer ours to attempt."""
+        `soon` (monotonic), with those of `unrecorded`; drop the waiting items no longer ours to attempt.
+        Return False when the database did not answer."""
         waiting = self.waiting()
         if not waiting and not unrecorded:
-            return
+            return True
         try:
             hooks, dropped = claims.tend(waiting, unrecorded, renewing, soon, self.settings)
             self.database_outage.back()
         except DATABASE_ERRORS as exc:
             models.discard_connection()
             self.database_outage.lost(exc)
-            return
+            return False
         with self._cond:
             self._hooks.update(hooks)
             self._drop(dropped)
+        return True
+
+    def pause(self) -> int:
+        """Start no attempt until resume() (those in flight go on); return how many are in flight."""
+        with self._cond:
+            self._paused = True
+            return self._in_flight
+
+    def resume(self) -> None:
+        """Start attempts again."""
+        with self._cond:
+            self._paused = False
+            self._cond.notify_all()
 
     def _drop(self, items: set) -> None:
         """Take waiting items out of their lines unattempted (caller holds the lock)."""

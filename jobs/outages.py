@@ -25,6 +25,15 @@ T = TypeVar("T")
 UNREACHABLE = (redis.ConnectionError, redis.TimeoutError, OSError)
 # What a lost or broken database connection raises (peewee wraps the driver's errors in these).
 DATABASE_ERRORS = (peewee.DatabaseError, peewee.InterfaceError)
+# Of those, what says the database could not be reached (or was busy), not that the statement was wrong:
+# worth waiting for, unlike an IntegrityError or a DataError, which would fail the same way again.
+DATABASE_AWAY = (peewee.OperationalError, peewee.InterfaceError)
+
+# A recorder waiting for the database tries it at least this often (jobs.recorder), and renews its
+# claims first thing when it answers; a relay's rescue waits RESCUE_GRACE after the database last
+# failed in its process (jobs.relay), so it never takes a claim that a live worker is about to renew.
+RECONNECT_CAP = 1.0
+RESCUE_GRACE = 3 * RECONNECT_CAP
 
 
 def reconnecting(step: Callable[..., T], *args: Any) -> T:
@@ -72,10 +81,16 @@ class Outage:
         self._lock = threading.Lock()
         self._since: float | None = None
         self._back_at = -self.SETTLE
+        self._failed_at = -float("inf")  # the last failure any thread reported
+
+    def quiet_for(self) -> float:
+        """Return the seconds since a call last failed (infinite when none ever did)."""
+        return time.monotonic() - self._failed_at
 
     def lost(self, exc: BaseException) -> None:
         """Report a failed call; only the first since the dependency last answered is logged."""
         with self._lock:
+            self._failed_at = time.monotonic()
             if self._since is not None or time.monotonic() - self._back_at < self.SETTLE:
                 return
             self._since = time.monotonic()

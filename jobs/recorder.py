@@ -1,133 +1,49 @@
-"""Record: each attempt's outcome written to the database in one transaction, then its retry scheduled.
+"""Record: one thread per engine writes the outcomes of its attempts, and keeps them while the database is away.
 
-`record` writes one attempt: its row in the attempt log, the delivery's next state as jobs.retry
-decides it (settled, or pending with its next attempt), and the webhook's health; only the job of
-the delivery's current generation changes the delivery. Once committed, the attempt is counted
-and logged, and a due retry raises AttemptFailed for the caller to schedule (jobs.retry.schedule).
-
-In a worker, one Recorder thread per engine writes every outcome of the engine's attempts: several
+The Recorder thread writes every outcome (jobs.outcomes) of the engine's attempts: several
 waiting together in one transaction (one commit, one WAL flush), one by one should that fail. It
 also asks the engine, every second, to tend its waiting claims (jobs.lines.Engine.tend), and keeps
-the claims of outcomes not yet written from lapsing. An outcome that cannot be written (the
-database is away) is left to its claim's expiry and the relay's rescue: at least once.
+the claims of outcomes not yet written from lapsing.
+
+An outcome that cannot be written because the database is away is kept (up to KEEP), and the engine
+starts no attempt until it is back (a sent attempt that is never recorded is sent again). The recorder
+tries the database again at least every second (jobs.outages.RECONNECT_CAP); when it answers, it first
+renews every claim the engine holds (the relay's rescue waits a grace for that), then writes what it
+kept, then lets attempts start again. Only a process that dies holding kept outcomes has them sent
+again, by the relay's rescue once their claims lapse: at least once.
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
+import math
 import queue as queues
 import threading
 import time
 from typing import Protocol
 
+import peewee
 import redis
 
 import models
 from jobs import queue as jobs_queue
 from jobs import retry
 from jobs.https.transport import Result
-from jobs.outages import DATABASE_ERRORS, Outage, reconnecting
+from jobs.outages import DATABASE_AWAY, RECONNECT_CAP, Backoff, Outage, reconnecting
+from jobs.outcomes import Written, conclude, record, write
 from jobs.retry import AttemptFailed
 from jobs.slowness import SlowMarks
-from models import utcnow
-from models.webhooks import PENDING, Attempt, Delivery, Webhook
+from models.webhooks import Delivery, Webhook
 from riskapi.config import Settings
-from riskapi.observability import metrics
 
 log = logging.getLogger("riskapi.delivery")
-# One line per attempt (configured by `riskapi worker` like the API's request lines).
-attempts = logging.getLogger("riskapi.attempts")
 
 # Outcomes written in one transaction when several wait: one commit (one WAL flush) for them all.
 BATCH = 64
-
-
-def record(
-    delivery: Delivery,
-    generation: int,
-    webhook: Webhook,
-    started: datetime.datetime,
-    result: Result,
-    settings: Settings,
-    next_job: str | None = None,
-) -> str:
-    """Write an attempt and its consequences in one transaction; return the outcome, or raise AttemptFailed to retry.
-
-    next_job names the RQ job that will make the next attempt, when it is not the delivery's own
-    (jobs.queue.retry_id): the relay's rescue looks that job up.
-    """
-    with models.atomic():
-        written = write(delivery, generation, webhook, started, result, settings, next_job)
-    return conclude(delivery, webhook, result, *written)
-
-
-Written = tuple[str, int, int, datetime.datetime | None]  # outcome, rows changed, tries, next attempt
-
-
-def write(
-    delivery: Delivery,
-    generation: int,
-    webhook: Webhook,
-    started: datetime.datetime,
-    result: Result,
-    settings: Settings,
-    next_job: str | None,
-) -> Written:
-    """Write the attempt and its consequences in the caller's transaction; return (outcome, changed, tries, next_attempt)."""
-    tries, now = delivery.tries + 1, utcnow()
-    entry = {"at": started, "status": result.status, "error": retry.error_text(result), "duration_ms": result.duration_ms}
-    Attempt.insert(delivery=delivery.id, **entry).execute()
-    decision = retry.decide(result, webhook.type, tries, list(settings.webhook_retry_delays))
-    next_attempt = None if decision.wait is None else now + datetime.timedelta(seconds=decision.wait)
-    pending = decision.status == PENDING
-    changed = (
-        # batch=None: whatever comes next is the delivery's own job (see jobs.queue), unless named.
-        Delivery.update(
-            status=decision.status,
-            tries=tries,
-            next_attempt=next_attempt,
-            locked_until=None,
-            batch=next_job if pending else None,
-            updated=now,
-        )
-        .where((Delivery.id == delivery.id) & (Delivery.generation == generation))
-        .execute()
-    )
-    if changed:
-        retry.settle_webhook(webhook, decision.outcome, settings, now)
-    return decision.outcome, changed, tries, next_attempt
-
-
-def conclude(
-    delivery: Delivery,
-    webhook: Webhook,
-    result: Result,
-    outcome: str,
-    changed: int,
-    tries: int,
-    next_attempt: datetime.datetime | None,
-) -> str:
-    """Once the attempt is committed: count and log it; raise AttemptFailed when a retry is due."""
-    observe(delivery, webhook, result, outcome if changed else "superseded", tries)
-    if outcome == "retry" and changed and next_attempt is not None:  # a retry always has its time (retry.decide)
-        raise AttemptFailed(
-            f"delivery {delivery.uuid} attempt {tries}: {result.error or result.status}", delivery.uuid, tries, next_attempt
-        )
-    return outcome
-
-
-def observe(delivery: Delivery, webhook: Webhook, result: Result, outcome: str, tries: int) -> None:
-    """Count the attempt in the metrics and write its one log line (ids, status, duration; never a secret or body)."""
-    metrics.ATTEMPTS.labels("succeeded" if result.ok else "failed").inc()
-    if outcome == "retry":
-        metrics.RETRIES.inc()
-    elif outcome != "superseded":
-        metrics.SETTLED.labels("succeeded" if outcome == "succeeded" else "failed").inc()
-    if attempts.isEnabledFor(logging.INFO):
-        status = result.status if result.status is not None else "-"
-        fields = {"delivery": str(delivery.uuid), "webhook": str(webhook.uuid), "attempt": tries, "status": status}
-        attempts.info("attempt", extra={"fields": {**fields, "duration_ms": result.duration_ms, "outcome": outcome}})
+# Outcomes kept while the database is away, at most (no attempt starts meanwhile: those in flight
+# when it went are all there is to keep); beyond, the oldest are left to the rescue.
+KEEP = 4096
 
 
 class Claimed(Protocol):
@@ -151,7 +67,9 @@ class Owner(Protocol):
 
     def settled(self) -> None: ...
     def finished(self) -> bool: ...
-    def tend(self, unrecorded: list[Claimed], renewing: bool, soon: float) -> None: ...
+    def tend(self, unrecorded: list[Claimed], renewing: bool, soon: float) -> bool: ...
+    def pause(self) -> int: ...
+    def resume(self) -> None: ...
 
 
 class Recorder:
@@ -165,6 +83,10 @@ class Recorder:
         self._done: queues.SimpleQueue = queues.SimpleQueue()
         self._lock = threading.Lock()
         self._unrecorded: set = set()  # items of the outcomes handed over and not yet written
+        self._kept: list[Outcome] = []  # outcomes not written while the database is away, oldest first
+        self._away = False  # the database did not answer: keep outcomes, start no attempt
+        self._kept_in_outage = 0
+        self._retry, self._next_try = Backoff(0.1, RECONNECT_CAP), 0.0
 
     def put(self, outcome: Outcome) -> None:
         """Hand over (item, webhook, started, result) of an attempt made."""
@@ -177,14 +99,18 @@ class Recorder:
         next_renew = next_read = time.monotonic()
         while True:
             batch = self._next_batch()
-            if batch is None and self.engine.finished():
-                break
+            if batch is None and not self._kept and self.engine.finished():
+                break  # (never while outcomes are kept: the engine holds them)
+            if self._away:
+                self._keep(batch or [])
+                self._reconnect()
+                continue
             if batch and len(batch) > 1:
                 self._settle_all(batch)
             elif batch:
-                self._settle(*batch[0])
+                self._settle_each(batch)
             now = time.monotonic()
-            if now >= next_read:
+            if now >= next_read and not self._away:
                 next_read, renewing = now + 1.0, now >= next_renew
                 if renewing:
                     next_renew = now + self.renew_every
@@ -205,6 +131,7 @@ class Recorder:
         return batch
 
     def _settle(self, item: Claimed, webhook: Webhook, started: datetime.datetime, result: Result) -> None:
+        """Write one outcome (raises DATABASE_AWAY, and keeps nothing, when the database is away)."""
         delivery = item.delivery
         name = jobs_queue.retry_id(delivery.uuid, item.generation, delivery.tries + 1)
         try:
@@ -212,29 +139,49 @@ class Recorder:
             self.engine.database_outage.back()
         except AttemptFailed as failed:
             retry.schedule(self.target, delivery.id, item.generation, failed, self.settings, name)
-        except DATABASE_ERRORS as exc:
-            # Unrecorded: the claim expires and the relay's rescue hands the delivery back (at least once).
-            self.engine.database_outage.lost(exc)
+        except DATABASE_AWAY:
+            raise
         except Exception:
+            # Unrecorded (a bug, or a row gone): the claim expires and the relay's rescue hands it back.
             log.exception("delivery %s: recording the attempt failed", delivery.uuid)
-        finally:
-            self._after(item, webhook, result)
+        self._after(item, webhook, result)
+
+    def _settle_each(self, batch: list[Outcome]) -> None:
+        """Write outcomes one by one; from the first that finds the database away, keep them."""
+        for index, one in enumerate(batch):
+            try:
+                self._settle(*one)
+            except DATABASE_AWAY as exc:
+                self._go_away(exc, batch[index:])
+                return
 
     def _settle_all(self, batch: list[Outcome]) -> None:
         """Write several outcomes in one transaction; should it fail, write them one by one."""
-        written: list[tuple[str, Written]] = []
         try:
-            models.db.connect(reuse_if_open=True)
-            with models.atomic():
-                for item, webhook, started, result in batch:
-                    name = jobs_queue.retry_id(item.delivery.uuid, item.generation, item.delivery.tries + 1)
-                    args = (item.delivery, item.generation, webhook, started, result, self.settings, name)
-                    written.append((name, write(*args)))
+            written = reconnecting(self._write, batch)  # a cut connection is replaced once, as for one outcome
+        except DATABASE_AWAY as exc:
+            models.discard_connection()
+            self._go_away(exc, batch)
+            return
         except Exception:  # noqa: BLE001 - nothing was committed: each outcome gets its own try (and reconnection) below
-            for one in batch:
-                self._settle(*one)
+            self._settle_each(batch)
             return
         self.engine.database_outage.back()
+        self._conclude(batch, written)
+
+    def _write(self, batch: list[Outcome]) -> list[tuple[str, Written]]:
+        """Write outcomes in one transaction; return each one's retry job name and what was written."""
+        written: list[tuple[str, Written]] = []
+        models.db.connect(reuse_if_open=True)
+        with models.atomic():
+            for item, webhook, started, result in batch:
+                name = jobs_queue.retry_id(item.delivery.uuid, item.generation, item.delivery.tries + 1)
+                args = (item.delivery, item.generation, webhook, started, result, self.settings, name)
+                written.append((name, write(*args)))
+        return written
+
+    def _conclude(self, batch: list[Outcome], written: list[tuple[str, Written]]) -> None:
+        """Once committed: count, log, schedule the retries, and let go of the outcomes."""
         for (item, webhook, _started, result), (name, done) in zip(batch, written, strict=True):
             try:
                 conclude(item.delivery, webhook, result, *done)
@@ -242,6 +189,64 @@ class Recorder:
                 retry.schedule(self.target, item.delivery.id, item.generation, failed, self.settings, name)
             finally:
                 self._after(item, webhook, result)
+
+    def _go_away(self, exc: BaseException | None, outcomes: list[Outcome]) -> None:
+        """The database is away: keep these outcomes, and have the engine start no attempt until it is back."""
+        if exc is not None:
+            self.engine.database_outage.lost(exc)
+        if not self._away:
+            self._away, self._kept_in_outage = True, 0
+            in_flight = self.engine.pause()
+            log.warning("database away: no attempt starts until it is back; %d in flight finish", in_flight)
+            self._retry.reset()
+            self._next_try = time.monotonic() + self._retry.next()
+        self._keep(outcomes)
+
+    def _keep(self, outcomes: list[Outcome]) -> None:
+        """Keep outcomes to write when the database is back; past KEEP, leave the oldest to the rescue."""
+        self._kept += outcomes
+        self._kept_in_outage += len(outcomes)
+        if len(self._kept) > KEEP:
+            dropped, self._kept = self._kept[:-KEEP], self._kept[-KEEP:]
+            log.warning("%d outcomes not written: their deliveries will be sent again", len(dropped))
+            for item, webhook, _started, result in dropped:
+                self._after(item, webhook, result)
+
+    def _reconnect(self) -> None:
+        """Once the database answers: renew every claim held, write the kept outcomes, start attempts again."""
+        if time.monotonic() < self._next_try:
+            return
+        try:
+            models.db.connect(reuse_if_open=True)
+            models.db.execute_sql("SELECT 1")  # it answers, even when there is nothing to renew or write
+            # Claims first, every one however far off its end: the relay's rescue waits a grace for this.
+            if not self.engine.tend(self._pending(math.inf), True, math.inf):
+                raise peewee.OperationalError("the claims could not be renewed")
+            while self._kept:
+                self._write_kept(self._kept[:BATCH])
+        except DATABASE_AWAY as exc:
+            models.discard_connection()
+            self.engine.database_outage.lost(exc)
+            self._next_try = time.monotonic() + self._retry.next()
+            return
+        self._away = False
+        self.engine.database_outage.back()
+        log.warning("database back: %d outcomes kept while it was away written; attempts start again", self._kept_in_outage)
+        self.engine.resume()
+
+    def _write_kept(self, batch: list[Outcome]) -> None:
+        """Write the first kept outcomes in one transaction (or one by one should that fail); raise if the database is away."""
+        try:
+            written = self._write(batch)
+        except DATABASE_AWAY:
+            raise
+        except Exception:  # noqa: BLE001 - one outcome that cannot be written: each gets its own try
+            for one in batch:
+                self._settle(*one)
+                del self._kept[0]
+            return
+        del self._kept[: len(batch)]
+        self._conclude(batch, written)
 
     def _after(self, item: Claimed, webhook: Webhook, result: Result) -> None:
         """Let go of a settled outcome, and mark its webhook slow when the attempt took half the deadline."""
@@ -251,13 +256,17 @@ class Recorder:
         if result.duration_ms >= self.settings.webhook_timeout * 500:
             self.engine.slow.mark(webhook.id)
 
+    def _pending(self, soon: float) -> list[Claimed]:
+        """Return the items of outcomes not yet written whose claims end before `soon` (monotonic)."""
+        with self._lock:
+            return [item for item in self._unrecorded if item.lease < soon]
+
     def _tend(self, renewing: bool) -> None:
         """Have the engine re-read its waiting webhooks and renew lapsing claims, with those of outcomes still to write."""
         # Outcomes still to write are looked at every time (each second): their claims have little left.
         soon = time.monotonic() + 2 * self.renew_every + self.settings.webhook_timeout + 1
-        with self._lock:
-            unrecorded = [item for item in self._unrecorded if item.lease < soon]
-        self.engine.tend(unrecorded, renewing, soon)
+        if not self.engine.tend(self._pending(soon), renewing, soon):
+            self._go_away(None, [])  # claims that cannot be renewed: attempts on them could not be recorded either
 
 
-__all__ = ["BATCH", "Recorder", "conclude", "observe", "record", "write"]
+__all__ = ["BATCH", "KEEP", "Claimed", "Outcome", "Owner", "Recorder"]

@@ -13,7 +13,9 @@ Any number of relays may run (one per worker process) against one database and o
   delivery it still carries: a batch that runs longer than `stale_after` has its unclaimed
   deliveries handed back, and finds them superseded when it gets to them. They are marked waiting
   again, so the next `relay_pending` enqueues a new generation and any old job left behind finds
-  itself superseded.
+  itself superseded. After a database outage the rescue waits (jobs.outages.RESCUE_GRACE): claims
+  may have lapsed while nobody could renew them, and a live worker renews its own first thing when
+  the database answers; what is still lapsed after the grace belongs to a worker that is gone.
 
 `run` rides out Redis and database outages of any length: it retries with capped backoff, throws
 away a broken database connection, and reports to the process's `Outage`s (one line each way).
@@ -31,7 +33,7 @@ import redis
 import models
 from jobs import queue as jobs_queue
 from jobs import retention
-from jobs.outages import DATABASE_ERRORS, Backoff, Outage
+from jobs.outages import DATABASE_ERRORS, RESCUE_GRACE, Backoff, Outage
 from models import utcnow
 from models.webhooks import PENDING, Delivery
 from riskapi.config import Settings
@@ -161,7 +163,8 @@ class Relay:
                 self.database_outage.back()
                 if moved:
                     self.redis_outage.back()  # only a pass that enqueued has heard from Redis
-                if time.monotonic() >= next_rescue:
+                # The process's outage, whoever noticed it: every relay polls, so each sees a database outage.
+                if time.monotonic() >= next_rescue and self.database_outage.quiet_for() >= RESCUE_GRACE:
                     next_rescue = time.monotonic() + rescue_every
                     self.rescue()
                     retention.offer(self.connection, self.queue, self.settings.retention_days)

@@ -33,6 +33,7 @@ def test_readyz_names_redis_when_it_does_not_answer(server, settings, redis_url)
     response = probe(down, "/readyz", settings.database_url)
     assert response.status_code == 503
     assert response.json() == {"message": "Not ready: redis.", "status": 503, "checks": {"database": "ok", "redis": "down"}}
+    assert response.headers["Retry-After"] == "1"
     assert probe(down, "/healthz", settings.database_url).status_code == 200
 
 
@@ -45,4 +46,5 @@ def test_readyz_names_the_database_when_it_does_not_answer(server, settings, tmp
     response = probe(down, "/readyz", settings.database_url)
     assert response.status_code == 503, response.text
     assert response.json()["checks"] == {"database": "down", "redis": "unconfigured"}
+    assert response.headers["Retry-After"] == "1"  # the probe asks again in a second
     assert probe(down, "/healthz", settings.database_url).status_code == 200

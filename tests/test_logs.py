@@ -2,10 +2,11 @@
 
 import json
 import logging
+import re
 
 import pytest
 
-from riskapi.observability import logs
+from riskapi.observability import formats, logs
 from toolkit.serving import wait_until
 from toolkit.tenants import items
 
@@ -67,3 +68,27 @@ def test_json_format_is_one_object_per_line(capsys):
         assert capsys.readouterr().err.strip().endswith("riskapi.access request_id=r2 status=201")
     finally:
         logs.access.handlers.clear()
+
+
+def test_every_logger_of_a_process_has_the_request_lines_format(capsys):
+    """Warnings of the worker, the relay or the API's error handler: time, logger, key=value (or one JSON object)."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        formats.setup("text")
+        logging.getLogger("riskapi.worker").warning("database unreachable (%s); retrying", "OperationalError: x")
+        line = capsys.readouterr().err.strip()
+        message = r"message=\"database unreachable \(OperationalError: x\); retrying\""
+        pattern = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ riskapi\.worker level=WARNING " + message
+        assert re.fullmatch(pattern, line), line
+        formats.setup("json")
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            logging.getLogger("riskapi.api").exception("failed")
+        [line] = capsys.readouterr().err.strip().splitlines()  # the traceback too is on the one line
+        parsed = json.loads(line)
+        assert (parsed["logger"], parsed["level"], parsed["message"]) == ("riskapi.api", "ERROR", "failed")
+        assert "ValueError: boom" in parsed["traceback"] and parsed["time"].endswith("Z")
+    finally:
+        root.handlers[:], root.level = saved[0], saved[1]

@@ -3,6 +3,7 @@
 import dataclasses
 import time
 
+import peewee
 import pytest
 import redis
 
@@ -97,3 +98,42 @@ def test_one_outcome_that_cannot_be_written_does_not_cost_the_others(engine, cla
     engine.recorder._settle_all(batch)
     assert [Delivery.get_by_id(item.delivery.id).status for item in (first, last)] == [SUCCEEDED, SUCCEEDED]
     assert Attempt.select().where(Attempt.delivery.in_([first.delivery.id, last.delivery.id])).count() == 2
+
+
+def test_outcomes_the_database_cannot_take_wait_for_it_and_no_attempt_starts_meanwhile(engine, claim, monkeypatch):
+    """The database is away: the outcomes are kept (not left to the rescue, which would send them again), the engine
+    starts no attempt; when it answers, the claims are renewed first, then the outcomes written, then attempts start."""
+    from jobs import recorder as recording
+
+    (first, webhook), (second, _) = claim(2)
+    recorder, real_write = engine.recorder, recording.write
+    for item in (first, second):
+        recorder.put((item, webhook, utcnow(), transport.Result(200, None, 3)))
+    batch = recorder._next_batch()
+
+    def away(*args):
+        raise peewee.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(recording, "write", away)
+    recorder._settle_all(batch)
+    assert recorder._kept == batch and engine._paused and engine._start_due() is None
+    assert [Delivery.get_by_id(item.delivery.id).status for item in (first, second)] == [PENDING, PENDING]
+    before = locked_until(first)
+    recorder._next_try = 0.0
+    recorder._reconnect()  # the claims can be renewed, the outcomes still not written
+    assert locked_until(first) > before and recorder._kept == batch and engine._paused
+
+    monkeypatch.setattr(recording, "write", real_write)  # back
+    recorder._next_try = 0.0
+    recorder._reconnect()
+    assert [Delivery.get_by_id(item.delivery.id).status for item in (first, second)] == [SUCCEEDED, SUCCEEDED]
+    assert Attempt.select().where(Attempt.delivery.in_([first.delivery.id, second.delivery.id])).count() == 2
+    assert not recorder._kept and not recorder._unrecorded and not engine._paused
+
+
+def test_an_outcome_the_database_refuses_is_not_kept(engine, claim):
+    """Only an unreachable database is waited for: an outcome whose row is gone is let go, and attempts go on."""
+    ((item, webhook),) = claim(1)
+    Delivery.delete().where(Delivery.id == item.delivery.id).execute()
+    engine.recorder._settle_each([(item, webhook, utcnow(), transport.Result(200, None, 3))])
+    assert not engine.recorder._kept and not engine._paused

@@ -3,7 +3,9 @@
 import dataclasses
 import datetime
 import threading
+import time
 
+import peewee
 import pytest
 import redis
 from redis.backoff import NoBackoff
@@ -12,6 +14,7 @@ from rq.job import JobStatus
 
 import models
 from jobs import queue as jobs_queue
+from jobs.outages import RESCUE_GRACE
 from jobs.relay import Relay
 from models import utcnow
 from models.webhooks import FAILED, Delivery, Webhook, pack_events
@@ -206,3 +209,23 @@ def test_run_relays_what_is_written_until_stopped(relay, waiting):
         stop.set()
         loop.join(10)
     assert not loop.is_alive()
+
+
+def test_after_a_database_outage_the_rescue_waits_for_live_workers_to_renew_their_claims(relay, waiting):
+    """Claims lapse while the database is away and nobody can renew them: the rescue waits RESCUE_GRACE after
+    the process last saw it fail, long enough for a live worker to renew its own first."""
+    [row] = waiting(1)
+    relay.relay_pending()
+    relay.queue.get_jobs()[0].delete()  # lost: a rescue would hand it back at once
+    assert stale([row])
+    relay.database_outage.lost(peewee.OperationalError("the database system is starting up"))
+    stop = threading.Event()
+    loop = threading.Thread(target=relay.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        time.sleep(RESCUE_GRACE / 2)
+        assert fresh(row).generation == 1  # not handed back yet
+        assert wait_until(lambda: fresh(row).generation == 2, timeout=RESCUE_GRACE + 10)  # then handed back, relayed again
+    finally:
+        stop.set()
+        loop.join(10)

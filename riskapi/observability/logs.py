@@ -2,13 +2,12 @@
 
 The line carries what an operator correlates on (time, request id, method, route template,
 status, duration, agency) and nothing a caller sent: never a token, a secret, a signature or a body.
+Every other line of the process has the same format (riskapi.observability.formats).
 """
 
 import functools
-import json
 import logging
 import re
-import sys
 import time
 import uuid
 
@@ -16,7 +15,7 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import spec
-from riskapi.observability import metrics
+from riskapi.observability import formats, metrics
 
 access = logging.getLogger("riskapi.access")
 
@@ -25,30 +24,9 @@ access = logging.getLogger("riskapi.access")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
-class _Json(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        line = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z", "level": record.levelname}
-        line.update(getattr(record, "fields", {}) or {"message": record.getMessage()})
-        return json.dumps(line, separators=(",", ":"))
-
-
-class _Text(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        fields = getattr(record, "fields", None)
-        if not fields:
-            return super().format(record)
-        pairs = " ".join(f"{key}={value}" for key, value in fields.items())
-        return f"{self.formatTime(record, '%Y-%m-%dT%H:%M:%S')}Z {record.name} {pairs}"
-
-
 def configure(log_format: str, logger: logging.Logger = access) -> None:
     """Send a logger's lines (requests, or delivery attempts) to stderr, as JSON (`json`) or readable text."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_Json() if log_format == "json" else _Text("%(asctime)s %(name)s %(levelname)s %(message)s"))
-    logging.Formatter.converter = time.gmtime
-    logger.handlers[:] = [handler]
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    formats.configure(log_format, logger)
 
 
 @functools.lru_cache(maxsize=256)

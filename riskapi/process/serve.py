@@ -29,11 +29,11 @@ from jobs.runtime.embedded_redis import EmbeddedRedis, die_with_parent
 from models import migrations
 from models.tenancy import Agency
 from riskapi.config import Settings
+from riskapi.observability import formats
 from riskapi.process import sockets as listener
 
 log = logging.getLogger("riskapi")
 
-LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 # A child that ran this long before it exited was not crashing in a loop: start it again at once.
 STEADY = 60.0
 
@@ -46,7 +46,7 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1, worker: bo
     With `worker=False` the API runs alone: its deliveries wait in the database for the
     `riskapi worker` processes of other hosts.
     """
-    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
+    formats.setup(settings.log_format)
     models.bind(settings.database_url)
     migrations.upgrade()
     # With several API processes the port is held here (bound, not listening) before anything starts:
@@ -73,7 +73,10 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1, worker: bo
     supervisor.start()
     try:
         if held is None:
-            uvicorn.run("riskapi.api.app:asgi", factory=True, host=host, port=port, log_level="warning", access_log=False)
+            # log_config=None: uvicorn's lines keep the one format set above.
+            uvicorn.run(
+                "riskapi.api.app:asgi", factory=True, host=host, port=port, log_level="warning", access_log=False, log_config=None
+            )
         else:
             while supervisor.thread.is_alive():
                 supervisor.thread.join(1.0)  # signals still reach this thread between joins

@@ -16,6 +16,8 @@ import sys
 import uvicorn
 
 from jobs.runtime.embedded_redis import die_with_parent
+from riskapi.config import Settings, SettingsError
+from riskapi.observability import formats
 
 # How long an API process may take over its requests in flight once asked to stop.
 GRACE = 10.0
@@ -50,7 +52,14 @@ def start(host: str, port: int, env: dict) -> subprocess.Popen:
 
 def run(host: str, port: int) -> None:
     """Serve the API in this process on a socket of its own, until SIGTERM or SIGINT (then gracefully)."""
+    try:
+        formats.setup(Settings.from_env().log_format)
+    except SettingsError:
+        formats.setup("text")  # the app factory says what is wrong, in this format
     sock = reuse_port_socket(host, port)
     sock.listen(BACKLOG)
-    config = uvicorn.Config("riskapi.api.app:asgi", factory=True, log_level="warning", access_log=False, backlog=BACKLOG)
+    # log_config=None: uvicorn's lines keep the one format set above.
+    config = uvicorn.Config(
+        "riskapi.api.app:asgi", factory=True, log_level="warning", access_log=False, backlog=BACKLOG, log_config=None
+    )
     uvicorn.Server(config).run(sockets=[sock])

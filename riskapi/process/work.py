@@ -13,13 +13,12 @@ import models
 from jobs.runtime import embedded_redis, worker
 from models import migrations
 from riskapi.config import Settings
-from riskapi.observability import logs, metrics
-from riskapi.process.serve import LOG_FORMAT
+from riskapi.observability import formats, logs, metrics
 
 
 def work(settings: Settings, burst: bool = False) -> None:
     """Run the outbox relay and a delivery worker (with RQ's scheduler) against REDIS_URL."""
-    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
+    formats.setup(settings.log_format)
     if not settings.redis_url:
         raise SystemExit("riskapi worker: set REDIS_URL (the Redis that `riskapi serve` and the API hosts share)")
     if settings.worker_nice:
