@@ -80,6 +80,8 @@ def recover_deliveries(agency_id: int, webhook: str) -> flask.Response:
     bulk_write.fail_if(errors)
     since = list_query.moment(payload["since"], Delivery.created, upper=False)
     until = list_query.moment(payload["until"], Delivery.created, upper=False) if payload.get("until") else None
+    # An unknown webhook is a 404 before any rule across the body's fields, as for every other operation.
+    webhook_of(agency_id, webhook)
     if until is not None and until <= since:
         bulk_write.fail_if(bulk_write.Errors({"until": [message("after", "until", date="since")]}))
     with models.atomic():

@@ -12,8 +12,8 @@ from models.tenancy import Agency
 # The event names are the spec's (EventName); this one the service sends by itself.
 PING = "webhook.ping"
 
-# A delivery's statuses, in the spec's order (Delivery.data.status).
-PENDING, SUCCEEDED, FAILED = spec.raw()["components"]["schemas"]["Delivery"]["properties"]["data"]["properties"]["status"]["enum"]
+# A delivery's statuses, in the spec's order (DeliveryStatus, the type of Delivery.data.status).
+PENDING, SUCCEEDED, FAILED = spec.raw()["components"]["schemas"]["DeliveryStatus"]["enum"]
 
 
 def pack_events(names: Iterable[str]) -> str:

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.support import make_tenant
+from tests.test_error_examples import example
 from toolkit import ROOT
 from toolkit.serving import free_port, wait_until
 from toolkit.tenants import items
@@ -142,7 +143,7 @@ def test_database_down_answers_503_then_recovers(server, settings, tmp_path):
             while time.monotonic() - started < 3:
                 response = ask(int(time.monotonic() * 10))
                 assert response.status_code == 503, response.text
-                assert response.json() == {"message": "The database is unavailable; please retry shortly.", "status": 503}
+                assert response.json() == example("Unavailable", "database")
                 assert response.headers["Retry-After"] == "1"
             proxy.up()
             statuses = [ask(i).status_code for i in range(10)]

@@ -73,3 +73,13 @@ def test_re_enabling_a_webhook_resends_nothing_and_recover_refuses_a_disabled_on
     # recover is how: the failed delivery goes out again.
     assert recover(client, tenant, hook, since="2000-01-01T00:00:00Z").json()["data"]["deliveries"] == 1
     assert wait_until(lambda: len(receiver.requests) == 2, timeout=10)
+
+
+def test_an_unknown_webhook_is_404_before_the_windows_order_is_checked(client, tenant, other_tenant):
+    # Schema-valid body, but `until` before `since`: the webhook's existence is judged first, as everywhere.
+    body = {"since": "2026-02-01T00:00:00Z", "until": "2026-01-01T00:00:00Z"}
+    for hook in ({"uuid": "00000000-0000-4000-8000-000000000000"}, make_webhook(client, other_tenant)):
+        answer = recover(client, tenant, hook, **body)
+        assert (answer.status_code, answer.json()) == (404, {"message": "Webhook not found.", "status": 404})
+    mine = recover(client, tenant, make_webhook(client, tenant), **body)
+    assert mine.status_code == 422 and list(mine.json()["errors"]) == ["until"]

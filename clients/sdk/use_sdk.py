@@ -68,9 +68,9 @@ from riskapi_client.models import (
     EventAccepted,
     EventName,
     EventTypeList,
+    IsDisabledFilter,
     ListDeliveriesSortItem,
     ListDriversSortItem,
-    ListWebhooksFilterisDisabled,
     MethodOverride,
     NestedAddressCreate,
     ObjectKind,
@@ -94,7 +94,7 @@ from riskapi_client.models import (
     PublishEventEvent,
     RecoveryItem,
     StateCode,
-    UpdatedObject,
+    UpdatedDriver,
     UpdatedObjectList,
     ValidationError,
     VehicleCreate,
@@ -313,7 +313,7 @@ def filters(s: Session, made: dict) -> None:
         ("filter[year_licensed] any of", {"filteryear_licensed": "2001,2010"}, [1, 4]),
         ("filter[license_state] any of an enum", {"filterlicense_state": "NY,TX"}, [1, 2]),
         ("filter[is_employee] boolean", {"filteris_employee": BooleanFilter.TRUE}, [1]),
-        ("filter[is_employee] boolean 0", {"filteris_employee": BooleanFilter.ZERO}, [2]),
+        ("filter[is_employee] boolean 0", {"filteris_employee": BooleanFilter.FALSE_0}, [2]),
         ("filter[uuid] list", {"filteruuid": f"{bob.uuid},{str(jon.uuid).upper()}"}, [2, 4]),
         ("filter[vehicle] reference by number", {"filtervehicle": str(made["toyota"].data.number)}, [4]),
         ("filter[vehicle] reference by UUID", {"filtervehicle": str(made["ford"].uuid)}, [1]),
@@ -415,8 +415,10 @@ def bulk_writes(s: Session, made: dict) -> None:
         ),
     )
     check(
-        "overrideRiskData (X-HTTP-Method-Override: PATCH): typed UpdatedObject",
-        isinstance(override.parsed, ChangedObjectList) and isinstance(override.parsed.data[0], UpdatedObject),
+        "overrideRiskData (X-HTTP-Method-Override: PATCH): a typed UpdatedDriver, its data a DriverData",
+        isinstance(override.parsed, ChangedObjectList)
+        and isinstance(override.parsed.data[0], UpdatedDriver)
+        and override.parsed.data[0].data.percent_use == 50,
     )
 
     delete = delete_risk_data.sync_detailed(
@@ -505,7 +507,7 @@ def webhooks_after(s: Session, hooks: dict) -> None:
     )
     check(
         "listWebhooks filter[is_disabled]=false: active only",
-        s.webhooks(filteris_disabled=ListWebhooksFilterisDisabled.FALSE) == {crm.uuid},
+        s.webhooks(filteris_disabled=IsDisabledFilter.FALSE) == {crm.uuid},
     )
 
     dry = rotate_secret.sync_detailed(str(crm.uuid), client=s.client, precognition=PrecognitionFlag.TRUE)

@@ -87,8 +87,17 @@ def _nullable(fn: Keyword) -> Keyword:
     return check
 
 
+def _only_null(branch: dict) -> bool:
+    return branch.get("enum") == [None]
+
+
 def _one_of(validator: Any, branches: list[dict], instance: Any, schema: dict) -> Iterator[ValidationError]:
     """Validate a discriminated oneOf against the branch its tag names, for precise errors."""
+    others = [branch for branch in branches if not _only_null(branch)]
+    if instance is not None and len(others) == 1 < len(branches):
+        # A nullable reference, `oneOf: [X, NullValue]`: a value that is not null is an X, with X's own errors.
+        yield from validator.descend(instance, others[0])
+        return
     discriminator = schema.get("discriminator")
     if not discriminator or not isinstance(instance, dict):
         yield from Draft4Validator.VALIDATORS["oneOf"](validator, branches, instance, schema)
@@ -216,7 +225,8 @@ def _message(kind: str, error: ValidationError, schema: dict, attr: str) -> str:
     if kind in rules:
         return message(rules[kind], attr, min=value, max=value)
     if kind == "pattern":
-        return message("regex", attr)
+        # A schema may name its own words (`x-message`), e.g. a cursor: malformed or forged, it is "invalid".
+        return message(schema.get("x-message", "regex"), attr)
     return message("invalid", attr)
 
 
