@@ -74,10 +74,19 @@ def test_preflight_refuses_other_origins_methods_and_headers(cors_client, tenant
     response = preflight(cors_client, tenant.url("/drivers"), origin=OTHER)
     assert response.status_code == 400
     assert "Access-Control-Allow-Origin" not in response.headers
+    # The refusal is the API's JSON error, naming what was refused.
+    assert response.headers["Content-Type"] == "application/json"
+    assert response.json() == {"message": "CORS preflight refused: the origin is not allowed.", "status": 400}
     put = preflight(cors_client, tenant.url("/drivers"), method="PUT")
     assert put.status_code == 400 and "put" not in split(put.headers["Access-Control-Allow-Methods"])
+    assert put.json() == {"message": "CORS preflight refused: the method is not allowed.", "status": 400}
     header = preflight(cors_client, tenant.url("/drivers"), headers="x-unknown")
     assert header.status_code == 400
+    assert header.json() == {"message": "CORS preflight refused: a request header is not allowed.", "status": 400}
+    both = preflight(cors_client, tenant.url("/drivers"), origin=OTHER, method="PUT")
+    message = "CORS preflight refused: the origin is not allowed; the method is not allowed."
+    assert both.json() == {"message": message, "status": 400}
+    assert int(both.headers["Content-Length"]) == len(both.content)
 
 
 def test_requests_from_an_allowed_origin_carry_the_cors_headers(cors_client, tenant):

@@ -8,13 +8,13 @@ import flask
 from connexion.datastructures import MediaTypeDict
 from connexion.middleware import MiddlewarePosition
 from connexion.validators import FormDataValidator, MultiPartFormDataValidator
-from starlette.middleware.cors import CORSMiddleware
 
 import models
 import spec
 from riskapi.api import error_handlers as errors
 from riskapi.api import precognition
 from riskapi.api.connexion_internals import run_flask_in_threads
+from riskapi.api.cors import JsonCorsMiddleware
 from riskapi.api.docs import SpecMiddleware
 from riskapi.api.handler_threads import HandlerThreads
 from riskapi.api.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
@@ -88,7 +88,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
         # Outside the ExceptionMiddleware: error responses (401, 404, 422, 503...) carry the CORS
         # headers too, and preflights are answered before the body checks, routing and security.
         app.add_middleware(
-            CORSMiddleware,
+            JsonCorsMiddleware,
             position=MiddlewarePosition.BEFORE_EXCEPTION,
             allow_origins=settings.cors_origins,
             allow_methods=CORS_METHODS,
