@@ -1,9 +1,12 @@
-"""Retention: events, deliveries and attempt logs older than RISKAPI_RETENTION_DAYS are purged.
+"""Retention: events, deliveries and attempt logs older than RISKAPI_RETENTION_DAYS are purged; so are expired idempotency keys.
 
 Deletes go in small batches, each its own short transaction, so no table is locked for long and
 API writes interleave. Pending deliveries are never purged (nor their events): what is owed is
-still delivered, however old. Every relay offers the job once an hour; a Redis lock lets one of
-them enqueue it per period, and any delivery worker runs it (RQ job `jobs.retention.purge_older_than`).
+still delivered, however old. Idempotency keys go once expired (RISKAPI_IDEMPOTENCY_KEY_TTL after
+their first request, fixed then): the API already treats an expired key as unknown. Every relay
+offers the job once an hour; a Redis lock lets one of them enqueue it per period, and any delivery
+worker runs it (RQ job `jobs.retention.purge_older_than`). RISKAPI_RETENTION_DAYS=0 turns the job
+off, key purges included (expired keys then stay in the table, unanswered).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from rq import Queue
 
 import models
 from models import utcnow
+from models.idempotency import IdempotencyKey
 from models.webhooks import PENDING, Attempt, Delivery, Event
 
 log = logging.getLogger("riskapi.retention")
@@ -44,11 +48,26 @@ def purge(cutoff: datetime.datetime, batch: int = BATCH) -> dict[str, int]:
     return counts
 
 
+def purge_keys(now: datetime.datetime, batch: int = BATCH) -> int:
+    """Delete the idempotency keys expired before now, in batches; return how many."""
+    purged = 0
+    while True:
+        with models.atomic():
+            deleted = IdempotencyKey.purge_expired(now, batch)
+        purged += deleted
+        if deleted < batch:
+            return purged
+
+
 def purge_older_than(days: int) -> dict[str, int]:
     """The RQ job: purge what is older than `days` days."""
     with models.db.connection_context():
         counts = purge(utcnow() - datetime.timedelta(days=days))
-    log.info("retention: purged %(events)d events, %(deliveries)d deliveries, %(attempts)d attempts", counts)
+        counts["idempotency_keys"] = purge_keys(utcnow())
+    log.info(
+        "retention: purged %(events)d events, %(deliveries)d deliveries, %(attempts)d attempts, %(idempotency_keys)d keys",
+        counts,
+    )
     return counts
 
 

@@ -4,10 +4,11 @@
 class ApiError(Exception):
     """Raised when a request fails with a status and a message."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = headers or {}  # the answer's own headers (Retry-After of a 409 while a key's request runs)
 
 
 class ValidationFailed(Exception):

@@ -28,7 +28,7 @@ from toolkit.serving import answers, free_port, wait_until
 SCHEMA = Path(__file__).parent / "schema_4e3b5fc"
 TABLES = ["app_key", "agency", "token", "risk", "vehicle", "premise", "driver", "address", "building"]
 TABLES += ["webhook", "event", "delivery", "attempt"]
-MIGRATIONS = ["0001_initial", "0002_webhook_previous_secret", "0003_token_lifecycle"]
+MIGRATIONS = ["0001_initial", "0002_webhook_previous_secret", "0003_token_lifecycle", "0004_idempotency_keys"]
 
 
 class Raw:
@@ -229,13 +229,12 @@ def test_a_database_of_4e3b5fc_upgrades_keeps_every_row_and_the_app_works_on_it(
         assert drivers.status_code == 200, drivers.text
         assert sorted(d["uuid"] for d in drivers.json()["data"]) == sorted(found["drivers"])
         assert all(d["relations"]["address"]["data"]["city"] == "Austin" for d in drivers.json()["data"])
-        created = httpx.post(
-            f"{base}/risks/{found['risk']}/data/drivers",
-            headers=headers,
-            timeout=10,
-            json={"data": [{"object": "driver", "data": {"first_name": "New"}}]},
-        )
+        keyed = {**headers, "Idempotency-Key": "after-upgrade"}  # migration 0004's table holds the key and the answer
+        new_driver = {"data": [{"object": "driver", "data": {"first_name": "New"}}]}
+        created = httpx.post(f"{base}/risks/{found['risk']}/data/drivers", headers=keyed, timeout=10, json=new_driver)
         assert created.status_code == 201 and created.json()["data"][0]["data"]["number"] == 3, created.text
+        retried = httpx.post(f"{base}/risks/{found['risk']}/data/drivers", headers=keyed, timeout=10, json=new_driver)
+        assert retried.headers.get("Idempotent-Replayed") == "true" and retried.content == created.content
         webhooks = httpx.get(f"{base}/webhooks", headers=headers, timeout=10)
         assert webhooks.status_code == 200 and [w["uuid"] for w in webhooks.json()["data"]] == found["webhooks"], webhooks.text
         deliveries = httpx.get(f"{base}/webhooks/{found['webhooks'][0]}/deliveries", headers=headers, timeout=10)

@@ -10,6 +10,7 @@ import models
 from jobs import queue as jobs_queue
 from jobs import retention
 from models import utcnow
+from models.idempotency import IdempotencyKey
 from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Event
 from riskapi.webhooks import outbox
 from tests.support import make_webhook
@@ -54,6 +55,10 @@ def test_relays_offer_the_purge_once_per_period_and_a_worker_runs_it(client, ten
     monkeypatch.setattr(retention, "LOCK", f"riskapi:retention:test:{uuid.uuid4().hex}")
     make_webhook(client, tenant, events=["form.completed"])
     old = deliveries_of(client, tenant, 3, SUCCEEDED, 10)
+    with models.db.connection_context():
+        expired = IdempotencyKey.create(
+            agency=tenant.agency.id, key="spent", fingerprint="f", claim="c", status=201, expires=utcnow()
+        )
     connection = redis.Redis.from_url(redis_url)
     queue = jobs_queue.queue(connection, f"retention-{uuid.uuid4().hex[:8]}")
     try:
@@ -63,6 +68,20 @@ def test_relays_offer_the_purge_once_per_period_and_a_worker_runs_it(client, ten
         assert 0 < connection.ttl(retention.LOCK) <= retention.PERIOD
         SimpleWorker([queue], connection=connection).work(burst=True)
         assert left(old) == 0
+        with models.db.connection_context():
+            assert IdempotencyKey.get_or_none(IdempotencyKey.id == expired.id) is None
     finally:
         connection.delete(retention.LOCK)
         queue.delete(delete_jobs=True)
+
+
+def test_the_purge_removes_expired_idempotency_keys_only_in_batches(db_tenant, connection):
+    now = utcnow()
+    for n in range(5):
+        IdempotencyKey.create(agency=db_tenant.agency.id, key=f"old-{n}", fingerprint="f", claim="c", status=201, expires=now)
+    for n in range(2):
+        later = now + datetime.timedelta(hours=1)
+        IdempotencyKey.create(agency=db_tenant.agency.id, key=f"live-{n}", fingerprint="f", claim="c", status=201, expires=later)
+    assert retention.purge_keys(now + datetime.timedelta(seconds=1), batch=2) >= 5
+    left_keys = IdempotencyKey.select(IdempotencyKey.key).where(IdempotencyKey.agency == db_tenant.agency.id)
+    assert sorted(row.key for row in left_keys) == ["live-0", "live-1"]

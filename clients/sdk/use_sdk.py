@@ -11,7 +11,7 @@ a fresh SQLite database and creates the agency, its token and its risk profile:
 import argparse
 import datetime
 import sys
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from riskapi_client import AuthenticatedClient
 from riskapi_client.api.buildings import create_buildings, list_buildings
@@ -484,6 +484,31 @@ def dry_runs(s: Session) -> None:
     )
 
 
+def safe_retries(s: Session) -> None:
+    """Idempotency-Key: a retry with the key answers the first answer and writes nothing again; another body, 422."""
+    before = len(s.drivers(per_page=100).data)
+    key = str(uuid4())
+    body = DriverCreate(data=[driver_item(first_name="Retried")])
+    first = create_drivers.sync_detailed(s.risk, client=s.client, idempotency_key=key, body=body)
+    again = create_drivers.sync_detailed(s.risk, client=s.client, idempotency_key=key, body=body)
+    check(
+        "createDrivers retried with its Idempotency-Key: the first 201 again, Idempotent-Replayed, one driver",
+        first.status_code == again.status_code == 201
+        and again.headers.get("idempotent-replayed") == "true"
+        and isinstance(first.parsed, DriverList)
+        and isinstance(again.parsed, DriverList)
+        and [d.uuid for d in again.parsed.data] == [d.uuid for d in first.parsed.data]
+        and len(s.drivers(per_page=100).data) == before + 1,
+    )
+    other = create_drivers.sync_detailed(
+        s.risk, client=s.client, idempotency_key=key, body=DriverCreate(data=[driver_item(first_name="Other")])
+    )
+    errors = other.parsed.errors.additional_properties if isinstance(other.parsed, ValidationError) else {}
+    check(
+        "the key with another body: 422 naming Idempotency-Key", other.status_code == 422 and list(errors) == ["Idempotency-Key"]
+    )
+
+
 def webhooks_after(s: Session, hooks: dict) -> None:
     """Webhook list filters, update, rotate-secret, ping, deliveries, redeliver, events, delete."""
     crm, zap = hooks["crm"], hooks["zap"]
@@ -585,6 +610,7 @@ def main(argv=None) -> int:
     dry_runs(s)
     bulk_writes(s, made)
     webhooks_after(s, hooks)
+    safe_retries(s)
     print(f"use_sdk: {RESULTS['passed']} passed, {RESULTS['failed']} failed")
     return 1 if RESULTS["failed"] else 0
 

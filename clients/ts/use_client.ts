@@ -161,12 +161,39 @@ async function webhooks(): Promise<void> {
   check("deleteWebhooks: 200", deleted.response.status === 200, deleted.error);
 }
 
+async function safeRetries(): Promise<void> {
+  // Idempotency-Key: the retry answers the first answer (Idempotent-Replayed), another body 422 naming the key.
+  const header = { "Idempotency-Key": `ts-retry-${Date.now()}` };
+  const body = { data: [{ object: "driver" as const, data: { first_name: "Retried" } }] };
+  const first = await api.POST("/risks/{risk}/data/drivers", { params: { path: { risk }, header }, body });
+  const again = await api.POST("/risks/{risk}/data/drivers", { params: { path: { risk }, header }, body });
+  check(
+    "createDrivers retried with its Idempotency-Key: the first 201 again, Idempotent-Replayed",
+    first.response.status === 201 &&
+      again.response.status === 201 &&
+      again.response.headers.get("Idempotent-Replayed") === "true" &&
+      must(again.data, "createDrivers").data[0]?.uuid === must(first.data, "createDrivers").data[0]?.uuid,
+    again.error,
+  );
+  const other = await api.POST("/risks/{risk}/data/drivers", {
+    params: { path: { risk }, header },
+    body: { data: [{ object: "driver", data: { first_name: "Other" } }] },
+  });
+  const refused = other.error;
+  check(
+    "the key with another body: 422 naming Idempotency-Key",
+    other.response.status === 422 && refused !== undefined && "errors" in refused && refused.errors["Idempotency-Key"] !== undefined,
+    refused,
+  );
+}
+
 async function main(): Promise<void> {
   await probes();
   const made = await riskData();
   await lists(made);
   await writes(made);
   await webhooks();
+  await safeRetries();
 }
 
 main()

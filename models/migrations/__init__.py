@@ -26,6 +26,7 @@ import peewee
 from playhouse.migrate import SchemaMigrator, make_index_name
 
 from models import BaseModel, db, tuples, utcnow
+from models.idempotency import IdempotencyKey
 from models.risk_data import Address, Building, Driver, Premise, Vehicle
 from models.tenancy import Agency, AppKey, Risk, Token
 from models.webhooks import WEBHOOK_MODELS
@@ -49,7 +50,7 @@ def all_models() -> list[type[BaseModel]]:
     """Return every model class in creation order, the version table first."""
     # The version table too: dropping every table (toolkit.tenants) then leaves an empty database.
     ordered: list[type[BaseModel]] = [SchemaMigration, AppKey, Agency, Token, Risk, Vehicle, Premise, Driver, Address, Building]
-    return ordered + list(WEBHOOK_MODELS)
+    return ordered + list(WEBHOOK_MODELS) + [IdempotencyKey]
 
 
 def discover(package: str = __name__) -> list[tuple[str, types.ModuleType]]:

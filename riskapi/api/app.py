@@ -38,8 +38,9 @@ CORS_ALLOW_HEADERS = (
     "Precognition-Validate-Only",
     "X-HTTP-Method-Override",
     "X-Request-Id",
+    "Idempotency-Key",
 )
-CORS_EXPOSE_HEADERS = ("Precognition", "Precognition-Success", "Vary", "Retry-After")
+CORS_EXPOSE_HEADERS = ("Precognition", "Precognition-Success", "Vary", "Retry-After", "Idempotent-Replayed")
 
 
 def create_app(settings: Settings | None = None) -> connexion.FlaskApp:

@@ -43,7 +43,7 @@ def _on_validation(request: ConnexionRequest, exc: ValidationFailed) -> Connexio
 
 
 def _on_api_error(request: ConnexionRequest, exc: ApiError) -> ConnexionResponse:
-    headers: dict[str, str] = {}
+    headers: dict[str, str] = dict(exc.headers)
     if exc.status == 405:
         headers["Allow"] = ", ".join(spec.allowed_methods(request.url.path))
     return json_response(exc.status, {"message": exc.message, "status": exc.status}, headers)

@@ -14,13 +14,19 @@ from typing import Any
 
 from connexion.utils import get_function_from_name
 
-from riskapi.api import precognition
+from riskapi.api import idempotency, precognition
 from spec import function_name
 
 
 def resolve(operation_id: str) -> Callable[..., Any]:
-    """Return the handler of an operationId: guarded against writing on a dry-run, given the agency as agency_id."""
-    return precognition.guard(_agency_as_user(get_function_from_name(function_name(operation_id))))
+    """Return the handler of an operationId: guarded against writing on a dry-run and twice, given the agency as agency_id.
+
+    An operation whose spec declares Idempotency-Key runs once per key (riskapi.api.idempotency).
+    """
+    handler = _agency_as_user(get_function_from_name(function_name(operation_id)))
+    if idempotency.declared(operation_id):
+        handler = idempotency.guard(handler)
+    return precognition.guard(handler)
 
 
 def _agency_as_user(handler: Callable[..., Any]) -> Callable[..., Any]:

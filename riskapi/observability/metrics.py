@@ -40,6 +40,11 @@ ATTEMPTS = Counter("riskapi_delivery_attempts", "Webhook delivery attempts, by o
 RETRIES = Counter("riskapi_delivery_retries_scheduled", "Retries scheduled after a failed attempt.")
 SETTLED = Counter("riskapi_deliveries", "Deliveries settled, by final status (succeeded, failed).", ["status"])
 DISABLED = Counter("riskapi_webhooks_disabled", "Webhooks disabled by a 410 Gone or by consecutive failures.")
+IDEMPOTENCY = Counter(
+    "riskapi_idempotency_keys",
+    "Writes with an Idempotency-Key that did not run, by outcome (replayed, in_progress: 409, mismatch: 422).",
+    ["outcome"],
+)
 
 
 def observe(operation: str, status: int, seconds: float) -> None:
@@ -102,7 +107,7 @@ class Default:
     """This process's own metrics (no multiprocess directory)."""
 
     def collect(self) -> Iterator[Metric]:
-        for collector in (REQUESTS, LATENCY, ATTEMPTS, RETRIES, SETTLED, DISABLED):
+        for collector in (REQUESTS, LATENCY, ATTEMPTS, RETRIES, SETTLED, DISABLED, IDEMPOTENCY):
             yield from collector.collect()
 
 
