@@ -7,6 +7,7 @@ is exactly a write that committed. Every process and host shares the rows (the d
 
 import datetime
 import secrets
+import zlib
 
 import orjson
 import peewee
@@ -27,7 +28,7 @@ class IdempotencyKey(BaseModel):
     lease = peewee.DateTimeField(null=True)  # a running request's: past it, a retry may take the key over
     status = peewee.IntegerField(null=True)  # null while running
     headers = peewee.TextField(null=True)  # the answer's own headers (JSON), Content-Type among them
-    body = peewee.BlobField(null=True)
+    body = peewee.BlobField(null=True)  # zlib-compressed
     created = peewee.DateTimeField(default=utcnow)
     expires = peewee.DateTimeField(index=True)  # past it the key is unknown again, and the retention job purges it
 
@@ -40,16 +41,16 @@ class IdempotencyKey(BaseModel):
         return cls.get_or_none((cls.agency == agency_id) & (cls.key == key))
 
     @classmethod
-    def claim_new(cls, agency_id: int, key: str, fingerprint: str, lease: float, ttl: float) -> str | None:
-        """Insert a running row for a key the agency has no row of; return its claim, or None when another request won."""
+    def claim_new(cls, agency_id: int, key: str, fingerprint: str, lease: float, ttl: float) -> tuple[int, str] | None:
+        """Insert a running row for a key the agency has no row of; return (its id, the claim), or None if another won."""
         now, claim = utcnow(), secrets.token_hex(16)
         row = {"fingerprint": fingerprint, "claim": claim, "lease": now + _seconds(lease), "expires": now + _seconds(ttl)}
-        cls.insert(agency=agency_id, key=key, created=now, **row).on_conflict_ignore().execute()
-        found = cls.find(agency_id, key)
-        return claim if found is not None and found.claim == claim else None
+        inserted = cls.insert(agency=agency_id, key=key, created=now, **row).on_conflict_ignore().returning(cls.id)
+        ids = [row_id for (row_id,) in tuples(inserted)]  # none when the key's row was there (DO NOTHING)
+        return (ids[0], claim) if ids else None
 
-    def take_over(self, fingerprint: str, lease: float, ttl: float) -> str | None:
-        """Take this row for a new run (it expired, or its request died before committing); return the claim, or None if lost."""
+    def take_over(self, fingerprint: str, lease: float, ttl: float) -> tuple[int, str] | None:
+        """Take this row for a new run (expired, or its request died before committing); return (id, claim), or None if lost."""
         now, claim = utcnow(), secrets.token_hex(16)
         cls = type(self)
         changed = (
@@ -66,12 +67,14 @@ class IdempotencyKey(BaseModel):
             .where((cls.id == self.id) & (cls.claim == self.claim))
             .execute()
         )
-        return claim if changed else None
+        return (self.id, claim) if changed else None
 
     @classmethod
     def complete(cls, row_id: int, claim: str, status: int, headers: dict[str, str], body: bytes) -> bool:
         """Store the answer of the claim's run (inside its write's transaction); False if the claim was lost to a retry."""
-        stored = {"status": status, "headers": orjson.dumps(headers).decode(), "body": body, "lease": None}
+        # Compressed here (zlib's fastest level: JSON shrinks ~8x in ~1 ms per 100 KB): the database then
+        # writes, logs and reads a tenth of it; PostgreSQL's own TOAST compression is several times slower.
+        stored = {"status": status, "headers": orjson.dumps(headers).decode(), "body": zlib.compress(body, 1), "lease": None}
         return bool(cls.update(**stored).where((cls.id == row_id) & (cls.claim == claim) & cls.status.is_null()).execute())
 
     @classmethod
@@ -81,7 +84,7 @@ class IdempotencyKey(BaseModel):
 
     def answer(self) -> tuple[int, dict[str, str], bytes]:
         """Return the stored (status, headers, body)."""
-        return self.status or 0, orjson.loads(self.headers or "{}"), bytes(self.body or b"")
+        return self.status or 0, orjson.loads(self.headers or "{}"), zlib.decompress(bytes(self.body or b""))
 
     @classmethod
     def purge_expired(cls, now: datetime.datetime, batch: int) -> int:

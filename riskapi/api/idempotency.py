@@ -70,10 +70,10 @@ def guard(view: Callable[..., Any]) -> Callable[..., Any]:
         settings: Settings = flask.current_app.config[SETTINGS_KEY]
         agency_id = int(context.context["user"])
         print_ = _fingerprint_of(request)
-        row, claim = _claim(agency_id, key, print_, settings.idempotency_key_ttl)
-        if row is None or claim is None:
+        row, held = _claim(agency_id, key, print_, settings.idempotency_key_ttl)
+        if held is None:
             return _answer_for(row, print_, settings)
-        return _run(view, args, kwargs, row, claim, print_, settings)
+        return _run(view, args, kwargs, held, print_, settings)
 
     return wrapper
 
@@ -97,22 +97,22 @@ def _fingerprint_of(request: flask.Request) -> str:
     return fingerprint(request.method, request.path, list(request.args.items(multi=True)), body)
 
 
-def _claim(agency_id: int, key: str, print_: str, ttl: float) -> tuple[IdempotencyKey | None, str | None]:
-    """Return (the key's row, this request's claim), or (the row to answer from, None)."""
+def _claim(agency_id: int, key: str, print_: str, ttl: float) -> tuple[IdempotencyKey | None, tuple[int, str] | None]:
+    """Return (None, (the key's row id, this request's claim)) when this request runs, else (the row to answer from, None)."""
     for _ in range(3):  # the row may change between a read and a write; each pass reads it again
         row = IdempotencyKey.find(agency_id, key)
         if row is None:
-            claim = IdempotencyKey.claim_new(agency_id, key, print_, LEASE, ttl)
+            held = IdempotencyKey.claim_new(agency_id, key, print_, LEASE, ttl)
         elif row.expires <= utcnow():
-            claim = row.take_over(print_, LEASE, ttl)
+            held = row.take_over(print_, LEASE, ttl)
         elif row.fingerprint != print_ or row.status is not None:
             return row, None
         elif row.lease is not None and row.lease > utcnow():
             return row, None
         else:  # its request died before committing: nothing was written, run it again
-            claim = row.take_over(print_, LEASE, ttl)
-        if claim is not None:
-            return IdempotencyKey.find(agency_id, key), claim
+            held = row.take_over(print_, LEASE, ttl)
+        if held is not None:
+            return None, held
     return None, None
 
 
@@ -135,25 +135,25 @@ def _run(
     view: Callable[..., Any],
     args: tuple,
     kwargs: dict[str, Any],
-    row: IdempotencyKey,
-    claim: str,
+    held: tuple[int, str],
     print_: str,
     settings: Settings,
 ) -> Any:
     """Run the view once, storing its answer with its write in one transaction; release the key if it raises."""
+    row_id, claim = held
     try:
         with models.atomic():
             response = view(*args, **kwargs)
             if not isinstance(response, flask.Response):
                 response = flask.current_app.make_response(response)
             headers = {name: value for name, value in response.headers.items() if name.lower() not in _NOT_STORED}
-            if not IdempotencyKey.complete(row.id, claim, response.status_code, headers, response.get_data()):
+            if not IdempotencyKey.complete(row_id, claim, response.status_code, headers, response.get_data()):
                 # A retry took the key over after this request's lease ran out: its run answers, not this one.
                 raise _LostClaim
     except _LostClaim:
         return _answer_for(None, print_, settings)
     except BaseException:
-        _release(row.id, claim)
+        _release(row_id, claim)
         raise
     if settings.test_exit_after_commit:
         os._exit(75)  # tests only: die between the commit and the answer, as a killed process would
