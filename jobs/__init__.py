@@ -6,9 +6,10 @@
 4. jobs.lines: the engine; webhooks' lines take turns, paced (jobs.pacing), slow ones held back
    (jobs.slowness); a pool thread sends the attempt (jobs.send -> jobs.https.transport -> jobs.https.dialing,
    jobs.https.connections).
-5. jobs.recorder: the outcome written (jobs.outcomes) in one transaction (the attempt log, the delivery's next state);
-   kept while the database is away, no attempt starting meanwhile.
-6. jobs.retry: what follows, as data (decide, next_delay), the webhook's health, and the retry's RQ job.
+5. jobs.recorder: one thread writes the outcomes, several in one transaction; kept while the database is
+   away, no attempt starting meanwhile.
+6. jobs.outcomes: what an attempt came to (the attempt log, the delivery's next state), then retry or give
+   up, as data (decide, next_delay), the webhook's health, and the retry's RQ job.
 
 Around them: jobs.runtime.worker (one process's relay, RQ workers and engine: jobs.runtime.rq_workers, jobs.runtime.rq_scheduler,
 jobs.rq_internals), jobs.outages (riding out Redis and database outages), jobs.runtime.embedded_redis, jobs.retention.

@@ -25,10 +25,9 @@ from rq import get_current_job
 
 import models
 from jobs import queue as jobs_queue
-from jobs import retry, send
+from jobs import send
 from jobs.outages import DATABASE_ERRORS, reconnecting
-from jobs.outcomes import record
-from jobs.retry import AttemptFailed
+from jobs.outcomes import AttemptFailed, record, schedule
 from jobs.rq_internals import engine_job
 from models import utcnow
 from models.webhooks import FAILED, PENDING, Delivery, Event, Webhook
@@ -110,7 +109,7 @@ def _attempt_each(wanted: dict) -> list[str]:
         try:
             outcomes.append(attempt(delivery_id, generation, settings))
         except AttemptFailed as failed:
-            retry.schedule(target, delivery_id, generation, failed, settings)
+            schedule(target, delivery_id, generation, failed, settings)
             outcomes.append("retry")
         except (peewee.OperationalError, peewee.InterfaceError):
             # A broken connection: the next job opens a new one; the rest of the batch is rescued.

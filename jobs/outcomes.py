@@ -1,25 +1,140 @@
-"""Outcomes: what one attempt writes to the database, in one transaction, and what follows once it is committed.
+"""Outcomes: what an attempt came to, written in one transaction, then retry or give up.
 
-`record` writes one attempt: its row in the attempt log, the delivery's next state as jobs.retry
-decides it (settled, or pending with its next attempt), and the webhook's health; only the job of
-the delivery's current generation changes the delivery. Once committed, the attempt is counted
-and logged, and a due retry raises AttemptFailed for the caller to schedule (jobs.retry.schedule).
-A worker's engine has its recorder thread (jobs.recorder) call these; a lone job calls `record`.
+`write` records one attempt: its row in the attempt log, the delivery's next state as `decide` says
+(settled, or pending with its next attempt) and the webhook's health (`settle_webhook`: its failure
+count; disabled after too many, or at once on Zapier's 410); only the job of the delivery's current
+generation changes the delivery. `decide` is pure: from the result, the webhook's type, the attempts
+made and the retry delays, it says whether the delivery succeeded, waits for another attempt (how long:
+`next_delay`, which honours a receiver's Retry-After within bounds) or failed for good; the budget is
+the delivery row's `tries` against RISKAPI_WEBHOOK_RETRY_DELAYS. Once committed (`conclude`), the
+attempt is counted and logged, and a due retry raises AttemptFailed, for `schedule` to give it the RQ
+job that will make it, under a deterministic id (jobs.queue.retry_id). A worker's recorder thread
+(jobs.recorder) calls these; a lone job calls `record`.
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
+import uuid
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import redis
+from rq import Queue
 
 import models
-from jobs import retry
+from jobs import queue as jobs_queue
 from jobs.https.transport import Result
-from jobs.retry import AttemptFailed
 from models import utcnow
-from models.webhooks import PENDING, Attempt, Delivery, Webhook
+from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Webhook
 from riskapi.config import Settings
 from riskapi.observability import metrics
+
+log = logging.getLogger("riskapi.delivery")
+
+# A receiver's Retry-After is honoured between these bounds (seconds): never hammered, never parked for days.
+RETRY_AFTER_MIN = 1.0
+RETRY_AFTER_CAP = 3600.0
+ZAPIER_GONE = 410
+
+
+class AttemptFailed(Exception):
+    """An attempt failed and another one is due: RQ's Retry takes it from here (in a batch or in the
+    engine, a job of the delivery's own, scheduled with what this carries)."""
+
+    def __init__(self, message: str, delivery_uuid: uuid.UUID, tries: int, next_attempt: datetime.datetime) -> None:
+        super().__init__(message)
+        self.delivery_uuid = delivery_uuid
+        self.tries = tries
+        self.next_attempt = next_attempt
+
+
+class Decision(NamedTuple):
+    """What follows an attempt: the outcome logged, the delivery's new status, and seconds until the next attempt."""
+
+    outcome: str
+    status: str
+    wait: float | None
+
+
+def pause(retry_after: float) -> float:
+    """Return how long a receiver's Retry-After is honoured: within RETRY_AFTER_MIN and RETRY_AFTER_CAP."""
+    return min(max(retry_after, RETRY_AFTER_MIN), RETRY_AFTER_CAP)
+
+
+def next_delay(tries: int, delays: Sequence[float], retry_after: float | None = None) -> float | None:
+    """Return the seconds before the attempt after attempt `tries` failed, or None once the budget is spent."""
+    if tries > len(delays):
+        return None
+    return pause(retry_after) if retry_after is not None else delays[tries - 1]
+
+
+def decide(result: Result, webhook_type: str, tries: int, delays: Sequence[float]) -> Decision:
+    """Decide what follows attempt `tries`: success, another attempt (and when), or failure."""
+    if result.ok:
+        return Decision("succeeded", SUCCEEDED, None)
+    if webhook_type == "zapier" and result.status == ZAPIER_GONE:
+        return Decision("gone: webhook disabled", FAILED, None)
+    wait = next_delay(tries, delays, result.retry_after)
+    return Decision("retry", PENDING, wait) if wait is not None else Decision("failed", FAILED, None)
+
+
+def error_text(result: Result) -> str | None:
+    """Return the attempt log's error of a result: a Retry-After is logged with the wait it was given."""
+    if result.retry_after is None:
+        return result.error
+    waited = pause(result.retry_after)
+    return f"Retry-After {result.retry_after:g} s" + (f" (waiting {waited:g} s)" if waited != result.retry_after else "")
+
+
+def settle_webhook(webhook: Webhook, outcome: str, settings: Settings, now: datetime.datetime) -> None:
+    """Reset or count the webhook's consecutive failures; disable it when it must be."""
+    if outcome == "succeeded":
+        if webhook.failures:
+            Webhook.update(failures=0).where(Webhook.id == webhook.id).execute()
+    elif outcome.startswith("gone"):
+        Webhook.update(disabled=now, updated=now).where((Webhook.id == webhook.id) & Webhook.disabled.is_null()).execute()
+        metrics.DISABLED.inc()
+        log.warning("webhook %s answered 410 Gone: disabled", webhook.uuid)
+    elif outcome == "failed":
+        Webhook.update(failures=Webhook.failures + 1).where(Webhook.id == webhook.id).execute()
+        limit = settings.webhook_failure_limit
+        disabled = (
+            Webhook.update(disabled=now, updated=now)
+            .where((Webhook.id == webhook.id) & Webhook.disabled.is_null() & (Webhook.failures >= limit))
+            .execute()
+        )
+        if disabled:
+            metrics.DISABLED.inc()
+            log.warning("webhook %s failed %d deliveries in a row: disabled", webhook.uuid, limit)
+
+
+def schedule(
+    target: Queue | None, delivery_id: int, generation: int, failed: AttemptFailed, settings: Settings, name: str | None = None
+) -> None:
+    """Give a delivery whose attempt failed a job of its own, due when the database says; without Redis, leave it to rescue."""
+    if target is None:
+        log.warning("%s; no queue to schedule the retry on: the relay's rescue will hand it back", failed)
+        return
+    try:
+        jobs_queue.schedule_retry(
+            target,
+            failed.delivery_uuid,
+            delivery_id,
+            generation,
+            failed.tries,
+            failed.next_attempt,
+            settings.webhook_retry_delays,
+            settings.webhook_timeout,
+            name,
+        )
+    except (redis.RedisError, OSError) as exc:
+        # The database says when the next attempt is due; with no job to make it, rescue will.
+        log.warning("%s; retry not scheduled (%s): the relay's rescue will hand it back", failed, exc)
+        return
+    log.info("%s; retry scheduled", failed)
+
 
 # One line per attempt (configured by `riskapi worker` like the API's request lines).
 attempts = logging.getLogger("riskapi.attempts")
@@ -58,9 +173,9 @@ def write(
 ) -> Written:
     """Write the attempt and its consequences in the caller's transaction; return (outcome, changed, tries, next_attempt)."""
     tries, now = delivery.tries + 1, utcnow()
-    entry = {"at": started, "status": result.status, "error": retry.error_text(result), "duration_ms": result.duration_ms}
+    entry = {"at": started, "status": result.status, "error": error_text(result), "duration_ms": result.duration_ms}
     Attempt.insert(delivery=delivery.id, **entry).execute()
-    decision = retry.decide(result, webhook.type, tries, list(settings.webhook_retry_delays))
+    decision = decide(result, webhook.type, tries, list(settings.webhook_retry_delays))
     next_attempt = None if decision.wait is None else now + datetime.timedelta(seconds=decision.wait)
     pending = decision.status == PENDING
     changed = (
@@ -77,7 +192,7 @@ def write(
         .execute()
     )
     if changed:
-        retry.settle_webhook(webhook, decision.outcome, settings, now)
+        settle_webhook(webhook, decision.outcome, settings, now)
     return decision.outcome, changed, tries, next_attempt
 
 
@@ -92,7 +207,7 @@ def conclude(
 ) -> str:
     """Once the attempt is committed: count and log it; raise AttemptFailed when a retry is due."""
     observe(delivery, webhook, result, outcome if changed else "superseded", tries)
-    if outcome == "retry" and changed and next_attempt is not None:  # a retry always has its time (retry.decide)
+    if outcome == "retry" and changed and next_attempt is not None:  # a retry always has its time (decide)
         raise AttemptFailed(
             f"delivery {delivery.uuid} attempt {tries}: {result.error or result.status}", delivery.uuid, tries, next_attempt
         )
@@ -112,4 +227,18 @@ def observe(delivery: Delivery, webhook: Webhook, result: Result, outcome: str, 
         attempts.info("attempt", extra={"fields": {**fields, "duration_ms": result.duration_ms, "outcome": outcome}})
 
 
-__all__ = ["Written", "conclude", "observe", "record", "write"]
+__all__ = [
+    "AttemptFailed",
+    "Decision",
+    "Written",
+    "conclude",
+    "decide",
+    "error_text",
+    "next_delay",
+    "observe",
+    "pause",
+    "record",
+    "schedule",
+    "settle_webhook",
+    "write",
+]

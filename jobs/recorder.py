@@ -28,11 +28,9 @@ import redis
 
 import models
 from jobs import queue as jobs_queue
-from jobs import retry
 from jobs.https.transport import Result
 from jobs.outages import DATABASE_AWAY, RECONNECT_CAP, Backoff, Outage, reconnecting
-from jobs.outcomes import Written, conclude, record, write
-from jobs.retry import AttemptFailed
+from jobs.outcomes import AttemptFailed, Written, conclude, record, schedule, write
 from jobs.slowness import SlowMarks
 from models.webhooks import Delivery, Webhook
 from riskapi.config import Settings
@@ -138,7 +136,7 @@ class Recorder:
             reconnecting(record, delivery, item.generation, webhook, started, result, self.settings, name)
             self.engine.database_outage.back()
         except AttemptFailed as failed:
-            retry.schedule(self.target, delivery.id, item.generation, failed, self.settings, name)
+            schedule(self.target, delivery.id, item.generation, failed, self.settings, name)
         except DATABASE_AWAY:
             raise
         except Exception:
@@ -186,7 +184,7 @@ class Recorder:
             try:
                 conclude(item.delivery, webhook, result, *done)
             except AttemptFailed as failed:
-                retry.schedule(self.target, item.delivery.id, item.generation, failed, self.settings, name)
+                schedule(self.target, item.delivery.id, item.generation, failed, self.settings, name)
             finally:
                 self._after(item, webhook, result)
 

@@ -4,7 +4,7 @@ import datetime
 import email.utils
 import time
 
-from jobs.retry import RETRY_AFTER_CAP
+from jobs.outcomes import RETRY_AFTER_CAP
 from tests.support import make_webhook
 from tests.webhook_support import add_driver, settled
 from toolkit.receiver import Reply

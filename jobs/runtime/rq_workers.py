@@ -28,7 +28,7 @@ from rq.timeouts import TimerDeathPenalty
 from rq.worker import WorkerStatus
 
 from jobs.outages import DATABASE_ERRORS, UNREACHABLE, Outage
-from jobs.retry import AttemptFailed
+from jobs.outcomes import AttemptFailed
 from jobs.rq_internals import HookedWorker, forget_scheduler_process, scheduler_process
 from jobs.runtime.rq_scheduler import DyingScheduler
 
