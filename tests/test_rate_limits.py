@@ -3,6 +3,8 @@
 import httpx
 import pytest
 
+import models
+from models.tenancy import Token
 from tests.support import make_tenant
 from toolkit.serving import free_port
 
@@ -54,3 +56,23 @@ def test_requests_pass_unlimited_while_redis_does_not_answer(api_processes):
     for _ in range(12):
         response = httpx.get(url + "/webhooks", headers=tenant.headers)
         assert response.status_code == 200 and "X-RateLimit-Remaining" not in response.headers
+
+
+def test_a_write_refused_429_does_not_spend_its_idempotency_key(api_processes):
+    url = api_processes(limit="6")  # a small write weighs 2 units (1, and 1 per started 64 KiB)
+    tenant = make_tenant()
+    with models.db.connection_context():
+        second = Token.issue(tenant.agency)  # the same agency's other token: a budget of its own, the same keys
+    body = {"data": [{"object": "driver", "data": {"first_name": "Ada"}}]}
+    keyed = {**tenant.headers, "Idempotency-Key": "refused-then-run"}
+    for _ in range(6):
+        assert httpx.get(url + "/webhooks", headers=tenant.headers).status_code == 200
+    refused = httpx.post(url + tenant.url("/drivers"), json=body, headers=keyed)
+    assert refused.status_code == 429
+    # Nothing ran under the key: the same request, from a token with budget left, runs (not 409, not a replay).
+    ran = httpx.post(url + tenant.url("/drivers"), json=body, headers={**keyed, "Authorization": f"Bearer {second}"})
+    assert ran.status_code == 201, ran.text
+    assert "Idempotent-Replayed" not in ran.headers
+    again = httpx.post(url + tenant.url("/drivers"), json=body, headers={**keyed, "Authorization": f"Bearer {second}"})
+    assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.json() == ran.json()
