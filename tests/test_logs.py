@@ -3,6 +3,7 @@
 import json
 import logging
 import re
+import warnings
 
 import pytest
 
@@ -90,5 +91,13 @@ def test_every_logger_of_a_process_has_the_request_lines_format(capsys):
         parsed = json.loads(line)
         assert (parsed["logger"], parsed["level"], parsed["message"]) == ("riskapi.api", "ERROR", "failed")
         assert "ValueError: boom" in parsed["traceback"] and parsed["time"].endswith("Z")
+        # A library's warnings.warn (RQ's, in a worker) is a line of the same format, not two bare ones.
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn("CLIENT LIST command not supported", Warning, stacklevel=1)
+        [line] = capsys.readouterr().err.strip().splitlines()
+        parsed = json.loads(line)
+        assert (parsed["logger"], parsed["level"]) == ("py.warnings", "WARNING") and "CLIENT LIST" in parsed["message"]
     finally:
         root.handlers[:], root.level = saved[0], saved[1]
+        logging.captureWarnings(False)

@@ -66,6 +66,9 @@ def setup(log_format: str) -> None:
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers.clear()
         logging.getLogger(name).propagate = True
+    # A library's warnings.warn (RQ's "CLIENT LIST command not supported", say) would print two bare
+    # lines of its own; captured, it is one line of the logger py.warnings, in the same format.
+    logging.captureWarnings(True)
 
 
 def configure(log_format: str, logger: logging.Logger) -> None:
