@@ -1,7 +1,7 @@
 """A bare Flask + Peewee endpoint: the service's first-page driver query, without Connexion.
 
 Serve it with `gunicorn -w 2 bench.baseline:app` (sync workers) or
-`uvicorn bench.baseline:asgi --factory --workers 2` (a2wsgi pool, as the service runs Flask).
+`uvicorn bench.baseline:asgi --factory --workers 2` (an a2wsgi pool, as the service ran Flask until issue 24).
 """
 
 import base64
@@ -85,7 +85,7 @@ def list_drivers(risk):
 
 
 def asgi():
-    """Return the endpoint wrapped like the service's Flask app (a2wsgi pool of RISKAPI_THREADS)."""
+    """Return the endpoint in an a2wsgi pool of RISKAPI_THREADS (how the service ran its Flask app until issue 24)."""
     from a2wsgi import WSGIMiddleware
 
     return WSGIMiddleware(app.wsgi_app, workers=Settings.from_env().threads)

@@ -17,8 +17,15 @@ class Client:
     def send(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes, float]:
         """Return (status, raw body, seconds from sending to the last byte read)."""
         started = time.perf_counter()
-        self.conn.request(method, path, body=body, headers=self.headers)
-        response = self.conn.getresponse()
+        try:
+            self.conn.request(method, path, body=body, headers=self.headers)
+            response = self.conn.getresponse()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # The server closed the kept connection while it was idle (uvicorn after 5 s): once more, on a new one.
+            self.conn.close()
+            started = time.perf_counter()
+            self.conn.request(method, path, body=body, headers=self.headers)
+            response = self.conn.getresponse()
         raw = response.read()
         return response.status, raw, time.perf_counter() - started
 

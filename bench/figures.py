@@ -23,13 +23,13 @@ class Target:
     path: str
 
 
-def throughput(service: Target, baseline: Target, token: str, args) -> dict:
-    """Load both sides in turn (A, B, B, A...); return {name: [(requests/s, server CPU ms per request)]}."""
-    for target in (service, baseline):
+def throughput(targets: list[Target], token: str, args) -> dict:
+    """Load the sides in turn (A, B, C, C, B, A...); return {name: [(requests/s, server CPU ms per request)]}."""
+    for target in targets:
         load.measure(args.load, target.server.port, target.path, token, args.warmup, args.connections)
-    results: dict = {service.name: [], baseline.name: []}
+    results: dict = {target.name: [] for target in targets}
     for round_ in range(args.rounds):
-        for target in (service, baseline) if round_ % 2 == 0 else (baseline, service):
+        for target in targets if round_ % 2 == 0 else targets[::-1]:
             cpu = target.server.cpu_seconds()
             rate, count = load.measure(args.load, target.server.port, target.path, token, args.duration, args.connections)
             cpu_ms = (target.server.cpu_seconds() - cpu) * 1000.0 / max(count, 1)
@@ -67,25 +67,40 @@ def depth_ratio(client: Client, list_path: str, depth: int, samples: int) -> tup
     return median_ms(firsts), median_ms(deeps)
 
 
-def bulk_ratio(client: Client, agency_id: int, runs: int, size: int = 1000) -> tuple[float, float]:
-    """Return the median ms of a bulk create through the service and of a raw insert_many of the same rows."""
+def bulk_ratio(sides: dict[str, tuple[Client, Server]], agency_id: int, runs: int, size: int = 1000) -> tuple[dict, float]:
+    """Return {name: (median ms, mean server CPU ms)} of a bulk create through each service, and the median ms of
+    a raw insert_many of the same rows.
+
+    The sides take turns within each run; the first run warms them up and is not counted.
+    """
     rng = random.Random(7)
-    api, raw = [], []
+    api: dict = {name: [] for name in sides}
+    cpu: dict = {name: [] for name in sides}
+    raw = []
     for run in range(runs + 1):
         values = [seed.driver_values(rng, i) for i in range(size)]
-        with models.db.connection_context():
-            api_risk, raw_risk = seed.new_risk(agency_id), seed.new_risk(agency_id)
         body = orjson.dumps({"data": [{"object": "driver", "data": v} for v in values]})
-        status, answer, seconds = client.send("POST", f"/api/v1/risks/{api_risk.uuid}/data/drivers", body)
-        if status != 201 or len(orjson.loads(answer)["data"]) != size:
-            raise RuntimeError(f"bulk create answered {status}: {answer[:300]!r}")
+        for name, (client, server) in list(sides.items())[:: 1 if run % 2 else -1]:
+            with models.db.connection_context():
+                risk = seed.new_risk(agency_id)
+            used = server.cpu_seconds()
+            status, answer, seconds = client.send("POST", f"/api/v1/risks/{risk.uuid}/data/drivers", body)
+            used = server.cpu_seconds() - used
+            if status != 201 or len(orjson.loads(answer)["data"]) != size:
+                raise RuntimeError(f"bulk create ({name}) answered {status}: {answer[:300]!r}")
+            if run:
+                api[name].append(seconds)
+                cpu[name].append(used)
+        with models.db.connection_context():
+            raw_risk = seed.new_risk(agency_id)
         now = models.utcnow()
         rows = [seed.driver_row(raw_risk.id, n + 1, v, now) for n, v in enumerate(values)]
         with models.db.connection_context():
             started = time.perf_counter()
             seed.insert_drivers(rows)
             elapsed = time.perf_counter() - started
-        if run:  # The first run warms both sides up and is not counted.
-            api.append(seconds)
+        if run:
             raw.append(elapsed)
-    return statistics.median(api) * 1000.0, statistics.median(raw) * 1000.0
+    # CPU as a mean: /proc counts in ticks of 10 ms, a quarter of one create's.
+    medians = {name: (statistics.median(api[name]) * 1000.0, statistics.mean(cpu[name]) * 1000.0) for name in sides}
+    return medians, statistics.median(raw) * 1000.0

@@ -4,6 +4,7 @@ import http.client
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -11,7 +12,12 @@ from pathlib import Path
 
 import psutil
 
+from jobs.runtime.embedded_redis import server_executable
 from toolkit import ROOT
+from toolkit.serving import free_port
+
+# Units a minute per token: the limiter counts every request in Redis as deployed, yet never answers 429.
+RATE_LIMIT_NEVER = 1_000_000_000
 
 
 def has_gunicorn() -> bool:
@@ -19,14 +25,37 @@ def has_gunicorn() -> bool:
     return shutil.which("gunicorn", path=str(Path(sys.executable).parent)) is not None
 
 
-def service_argv(port: int, processes: int) -> list[str]:
-    """The service as `riskapi serve` runs it: uvicorn, the app factory, N worker processes."""
-    return [sys.executable, "-m", "uvicorn", "riskapi.api.app:asgi", "--factory", "--host", "127.0.0.1", "--port", str(port),
-            "--workers", str(processes), "--log-level", "warning", "--no-access-log"]  # fmt: skip
+def python_of(root: Path) -> str:
+    """Return the interpreter of a checkout: its .venv's, else this one."""
+    venv = Path(root) / ".venv" / "bin" / "python"
+    return str(venv) if venv.exists() else sys.executable
+
+
+def service_argv(port: int, processes: int, python: str = sys.executable) -> list[str]:
+    """The API as deployed: `riskapi serve --no-worker --workers N` (N processes on SO_REUSEPORT sockets)."""
+    return [python, "-m", "riskapi.process", "serve", "--no-worker", "--workers", str(processes),
+            "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+
+
+def service_env(database_url: str, redis_url: str) -> dict:
+    """The settings serve runs with: metrics (serve makes their multiprocess directory), access log, rate limit on Redis."""
+    return {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "RISKAPI_RATE_LIMIT": str(RATE_LIMIT_NEVER),
+            "RISKAPI_METRICS": "1", "RISKAPI_ACCESS_LOG": "1"}  # fmt: skip
+
+
+def commit_of(root: Path) -> str:
+    """Return a checkout's commit, with `+changes` when its work tree differs from it."""
+    git = ["git", "-C", str(root)]
+    try:
+        head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+changes" if dirty.strip() else "")
 
 
 def baseline_argv(port: int, processes: int, kind: str) -> list[str]:
-    """The bare endpoint under gunicorn sync workers, or under uvicorn with a2wsgi like the service."""
+    """The bare endpoint under gunicorn sync workers, or under uvicorn with a2wsgi (how the service ran Flask until issue 24)."""
     if kind == "gunicorn":
         return [sys.executable, "-m", "gunicorn", "-w", str(processes), "-k", "sync", "-b", f"127.0.0.1:{port}",
                 "--log-level", "warning", "bench.baseline:app"]  # fmt: skip
@@ -62,6 +91,8 @@ class Server:
         # A benchmark measures throughput: the per-token rate limit (RISKAPI_RATE_LIMIT) would cap it, so it is off
         # unless the environment sets it.
         env = {"RISKAPI_RATE_LIMIT": "0", **os.environ, **self.env, "PYTHONPATH": str(self.root)}
+        if "PROMETHEUS_MULTIPROC_DIR" not in self.env:
+            env.pop("PROMETHEUS_MULTIPROC_DIR", None)  # serve makes one of its own, as deployed
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(self.argv, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
@@ -115,3 +146,41 @@ class Server:
         """Return the end of the server's log."""
         with open(self.log_path, errors="replace") as handle:
             return "".join(handle.readlines()[-lines:])
+
+
+class RedisServer:
+    """A private redis-server on a free loopback port, without persistence, stopped by PID."""
+
+    def __init__(self, log_dir: str):
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.log_path = os.path.join(log_dir, "redis.log")
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 10.0) -> "RedisServer":
+        """Start redis-server and wait until it answers PING."""
+        argv = [server_executable(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(16).startswith(b"+PONG"):
+                        return self
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"redis-server did not answer on port {self.port}")
+
+    def stop(self) -> None:
+        """Stop the server (by its PID) and reap it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None

@@ -77,15 +77,17 @@ def list_page(
     filters: Any,
     sort: list[str] | None,
     render_rows: Callable[[list], list[dict]],
+    fetch: Callable[[Any], list] = list,
 ) -> flask.Response:
     """Answer one page of the request's list operation: the spec's filters and sorts, a signed cursor, Laravel's envelope.
 
-    render_rows(rows) turns the page's rows into its items; scope_id is what reference filters look up within.
+    render_rows(rows) turns the page's rows into its items; scope_id is what reference filters look up within;
+    fetch(query) runs the page's query (render.fetch reads the driver's rows as they are).
     """
     listing = _listing(spec.function_name(context.operation.operation_id), model)
     rows_query = listing.apply(rows_query, scope_id, filters)
     paginator = Paginator(listing.keys(sort), listing.signature_of(sort), cursor_secret())
-    rows, next_cursor, prev_cursor = paginator.page(rows_query, per_page, cursor)
+    rows, next_cursor, prev_cursor = paginator.page(rows_query, per_page, cursor, fetch)
     args = list(flask.request.args.items(multi=True))
     return respond(200, envelope(render_rows(rows), per_page, next_cursor, prev_cursor, flask.request.base_url, args))
 

@@ -23,9 +23,10 @@ def _list(
 ) -> flask.Response:
     """Answer one page of a risk profile's rows of one kind (the one list pipeline: handlers.common.list_page)."""
     profile = common.risk_of(agency_id, risk)
-    rows = render.select(model).where(model.risk == profile.id)
+    rows = render.select_all(model).where(model.risk == profile.id)
     shown = functools.partial(render.envelopes, model, include=include)
-    return common.list_page(model, rows, profile.id, per_page, cursor, filter_, sort, shown)
+    fetch = functools.partial(render.fetch, model)
+    return common.list_page(model, rows, profile.id, per_page, cursor, filter_, sort, shown, fetch)
 
 
 def _create(model: type[RiskObject], agency_id: int, risk: str, include: list[str] | None) -> flask.Response:

@@ -200,6 +200,17 @@ def finish(delivery: Delivery, generation: int, status: str) -> None:
     ).execute()
 
 
+def finish_all(items: list, status: str) -> None:
+    """Settle the pending deliveries of waiting items (each with .delivery, .generation) unattempted, in one transaction."""
+    if not items:
+        return
+    now = utcnow()
+    with models.atomic():
+        for start in range(0, len(items), _CHUNK):
+            chunk = _pairs(items[start : start + _CHUNK]) & (Delivery.status == PENDING)
+            Delivery.update(status=status, next_attempt=None, locked_until=None, updated=now).where(chunk).execute()
+
+
 def _pairs(items: list) -> peewee.Expression:
     return peewee.Tuple(Delivery.id, Delivery.generation).in_([(item.delivery.id, item.generation) for item in items])
 
@@ -230,8 +241,7 @@ def tend(waiting: dict, unrecorded: list, renewing: bool, soon: float, settings:
     gone = [item for webhook_id, items in waiting.items() if webhook_id not in hooks for item in items]
     disabled = [item for webhook_id, items in waiting.items() if hooks.get(webhook_id) and hooks[webhook_id].disabled
                 for item in items]  # fmt: skip
-    for item in disabled:  # as a claim of a disabled webhook's delivery does
-        finish(item.delivery, item.generation, FAILED)
+    finish_all(disabled, FAILED)  # as a claim of a disabled webhook's delivery does
     lapsing = list(unrecorded)
     if renewing:
         # Only claims that would lapse before the next renewal but one: fewer writes for a long line.
@@ -258,6 +268,7 @@ __all__ = [
     "claim",
     "claim_batch",
     "finish",
+    "finish_all",
     "hand_back",
     "lease_for",
     "renew",

@@ -6,10 +6,10 @@ receiver, however slow, holds a thread that other deliveries queue behind. Here:
 
 * up to RISKAPI_WEBHOOK_IN_FLIGHT attempts run at once, each in a pool thread of its own (the
   blocking, hardened jobs.https.transport.post; pool threads never touch the database);
-* one webhook has at most RISKAPI_WEBHOOK_PER_WEBHOOK attempts running in a process, and one while
-  it is marked slow (jobs.slowness). The rest wait in the webhook's own line, each until its paced
-  slot (jobs.pacing), and lines take turns, so a backlog of one webhook is never ahead of another's
-  delivery;
+* one webhook has at most RISKAPI_WEBHOOK_PER_WEBHOOK attempts running in a process, two until it has
+  answered quickly here, and one while it is marked slow (jobs.slowness). The rest wait in the webhook's
+  own line, each until its paced slot (jobs.pacing), and lines take turns, so a backlog of one webhook
+  is never ahead of another's delivery;
 * one recorder thread (jobs.recorder) writes every outcome and schedules retries on RQ; every second
   it has the engine tend its lines (`tend`): renew the claims of waiting deliveries, re-read their webhooks.
 
@@ -46,6 +46,10 @@ from models.webhooks import Delivery, Webhook
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.delivery")
+
+# Attempts at once to a webhook this process has not yet seen answer quickly: one may hang while another proves
+# it. A burst to 50 new receivers that all hang opens 100 connections at once, not 200 (jobs.slowness).
+UNPROVEN = 2
 
 
 @dataclass(eq=False)
@@ -127,7 +131,9 @@ class Engine:
     # ---- the dispatcher --------------------------------------------------------------------------
 
     def _cap(self, webhook_id: int, now: float) -> int:
-        return 1 if self.slow.is_slow(webhook_id, now) else self.per_webhook
+        if self.slow.is_slow(webhook_id, now):
+            return 1
+        return self.per_webhook if self.slow.proven(webhook_id, now) else min(self.per_webhook, UNPROVEN)
 
     def _dispatch(self) -> None:
         """Start every attempt whose turn it is; sleep until an attempt ends, a delivery comes, or one is due."""
@@ -176,6 +182,11 @@ class Engine:
             log.exception("delivery %s: attempt failed unexpectedly", item.delivery.uuid)
             result = transport.Result(None, f"internal error: {type(exc).__name__}", 0)
         self.recorder.put((item, webhook, started, result))
+        if result.duration_ms >= self.settings.webhook_timeout * 500:
+            # Before the slot is free: else the next attempt to a hung webhook starts before the recorder marks it.
+            self.slow.mark(webhook.id)
+        else:
+            self.slow.answered(webhook.id)
         with self._cond:
             self._running[webhook.id] -= 1
             if not self._running[webhook.id]:

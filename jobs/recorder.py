@@ -1,7 +1,8 @@
 """Record: one thread per engine writes the outcomes of its attempts, and keeps them while the database is away.
 
 The Recorder thread writes every outcome (jobs.outcomes) of the engine's attempts: several
-waiting together in one transaction (one commit, one WAL flush), one by one should that fail. It
+waiting together in one transaction (one commit, one WAL flush) and in few statements (jobs.outcomes.write_all:
+one insert of their attempt rows, one update of those that succeeded), one by one should that fail. It
 also asks the engine, every second, to tend its waiting claims (jobs.lines.Engine.tend), and keeps
 the claims of outcomes not yet written from lapsing.
 
@@ -30,8 +31,7 @@ import models
 from jobs import queue as jobs_queue
 from jobs.https.transport import Result
 from jobs.outages import DATABASE_AWAY, RECONNECT_CAP, Backoff, Outage, reconnecting
-from jobs.outcomes import AttemptFailed, Written, conclude, record, schedule, write
-from jobs.slowness import SlowMarks
+from jobs.outcomes import Attempted, AttemptFailed, Written, conclude, record, schedule, write_all
 from models.webhooks import Delivery, Webhook
 from riskapi.config import Settings
 
@@ -39,6 +39,9 @@ log = logging.getLogger("riskapi.delivery")
 
 # Outcomes written in one transaction when several wait: one commit (one WAL flush) for them all.
 BATCH = 64
+# While outcomes keep coming, the recorder lets a few more arrive before it writes: a statement and a
+# commit for several deliveries instead of one each. Nothing waits on it but the delivery's row.
+LINGER = 0.01
 # Outcomes kept while the database is away, at most (no attempt starts meanwhile: those in flight
 # when it went are all there is to keep); beyond, the oldest are left to the rescue.
 KEEP = 4096
@@ -61,7 +64,6 @@ class Owner(Protocol):
     settings: Settings
     connection: redis.Redis
     database_outage: Outage
-    slow: SlowMarks
 
     def settled(self) -> None: ...
     def finished(self) -> bool: ...
@@ -116,11 +118,14 @@ class Recorder:
         models.discard_connection()
 
     def _next_batch(self) -> list[Outcome] | None:
-        """Wait up to 0.2 s for an outcome; return it with those waiting behind it (up to BATCH), or None."""
+        """Wait up to 0.2 s for an outcome; return it with those waiting behind it (up to BATCH), or None.
+        When others wait already, first give more a moment (LINGER) to arrive."""
         try:
             batch = [self._done.get(timeout=0.2)]
         except queues.Empty:
             return None
+        if not self._done.empty():  # more are coming: let them
+            time.sleep(LINGER)
         while len(batch) < BATCH:
             try:
                 batch.append(self._done.get_nowait())
@@ -169,14 +174,15 @@ class Recorder:
 
     def _write(self, batch: list[Outcome]) -> list[tuple[str, Written]]:
         """Write outcomes in one transaction; return each one's retry job name and what was written."""
-        written: list[tuple[str, Written]] = []
+        names = [jobs_queue.retry_id(item.delivery.uuid, item.generation, item.delivery.tries + 1) for item, *_ in batch]
+        attempts: list[Attempted] = [
+            (item.delivery, item.generation, webhook, started, result, name)
+            for (item, webhook, started, result), name in zip(batch, names, strict=True)
+        ]
         models.db.connect(reuse_if_open=True)
         with models.atomic():
-            for item, webhook, started, result in batch:
-                name = jobs_queue.retry_id(item.delivery.uuid, item.generation, item.delivery.tries + 1)
-                args = (item.delivery, item.generation, webhook, started, result, self.settings, name)
-                written.append((name, write(*args)))
-        return written
+            written = write_all(attempts, self.settings)
+        return list(zip(names, written, strict=True))
 
     def _conclude(self, batch: list[Outcome], written: list[tuple[str, Written]]) -> None:
         """Once committed: count, log, schedule the retries, and let go of the outcomes."""
@@ -247,12 +253,10 @@ class Recorder:
         self._conclude(batch, written)
 
     def _after(self, item: Claimed, webhook: Webhook, result: Result) -> None:
-        """Let go of a settled outcome, and mark its webhook slow when the attempt took half the deadline."""
+        """Let go of a settled outcome (its webhook was marked slow, if it was, when the attempt ended: jobs.lines)."""
         with self._lock:
             self._unrecorded.discard(item)
         self.engine.settled()
-        if result.duration_ms >= self.settings.webhook_timeout * 500:
-            self.engine.slow.mark(webhook.id)
 
     def _pending(self, soon: float) -> list[Claimed]:
         """Return the items of outcomes not yet written whose claims end before `soon` (monotonic)."""

@@ -57,6 +57,7 @@ class Relay:
         self.connection = connection
         self.settings = settings
         self.queue = jobs_queue.queue(connection, settings.webhook_queue)
+        self.bulk = jobs_queue.bulk(connection, settings.webhook_queue)
         self.retries = jobs_queue.retries(connection, settings.webhook_queue)
         self.redis_outage: Outage = redis_outage or Outage("Redis", log)
         self.database_outage: Outage = database_outage or Outage("database", log)
@@ -69,7 +70,7 @@ class Relay:
         now = utcnow()
         with models.atomic():
             query = (
-                Delivery.select(Delivery.id, Delivery.uuid, Delivery.generation, Delivery.tries)
+                Delivery.select(Delivery.id, Delivery.uuid, Delivery.generation, Delivery.tries, Delivery.webhook)
                 .where(waiting)
                 .order_by(Delivery.id)
                 .limit(limit)
@@ -80,14 +81,17 @@ class Relay:
             if not rows:
                 return 0
             ids = [row[0] for row in rows]
-            items = [(delivery_id, uuid, generation + 1, tries) for delivery_id, uuid, generation, tries in rows]
-            planned = jobs_queue.plan(items)
+            items = [(delivery_id, uuid, generation + 1, tries, hook) for delivery_id, uuid, generation, tries, hook in rows]
+            first, rest = jobs_queue.lanes(items)
+            planned, bulk = jobs_queue.plan(first), jobs_queue.plan(rest, jobs_queue.BULK_BATCH_SIZE)
             Delivery.update(relayed=now, generation=Delivery.generation + 1, batch=None).where(Delivery.id.in_(ids)).execute()
-            for name, group in planned:
+            for name, group in planned + bulk:
                 if name is not None:  # what rescue must look up for these deliveries
                     Delivery.update(batch=name).where(Delivery.id.in_([d[0] for d in group])).execute()
         try:
-            jobs_queue.enqueue(self.queue, planned, self.settings.webhook_retry_delays, self.settings.webhook_timeout)
+            delays, timeout = self.settings.webhook_retry_delays, self.settings.webhook_timeout
+            jobs_queue.enqueue(self.queue, planned, delays, timeout)
+            jobs_queue.enqueue(self.bulk, bulk, delays, timeout)
         except (redis.RedisError, OSError):
             # Nothing is lost: the rows wait for the next pass (a job that did get through is superseded).
             Delivery.update(relayed=None).where(Delivery.id.in_(ids) & (Delivery.relayed == now)).execute()
@@ -139,7 +143,7 @@ class Relay:
         # with BLPOP, not into RQ's intermediate queue. Only a job still in its queue's list will run.
         waiting: set = set()
         if any(status == "queued" for status, _ in known.values()):
-            waiting = set(self.queue.get_job_ids()) | set(self.retries.get_job_ids())
+            waiting = {name for lane in (self.queue, self.bulk, self.retries) for name in lane.get_job_ids()}
         lost = []
         for name, delivery_id, generation in jobs:
             status, started = known[name]

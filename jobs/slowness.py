@@ -3,7 +3,9 @@
 An attempt that took half the deadline or more marks its webhook slow for RISKAPI_WEBHOOK_SLOW_FOR
 seconds: here at once, and for the other processes as a Redis key with that TTL, which each process
 asks about at most once a second per webhook. A slow webhook gets one attempt in flight per process
-(jobs.lines), so a receiver that stopped answering cannot fill a worker's pool.
+(jobs.lines), so a receiver that stopped answering cannot fill a worker's pool. A webhook counts as proven
+while it answered an attempt within that half deadline here in the last RISKAPI_WEBHOOK_SLOW_FOR seconds
+(at least a minute): until then, jobs.lines gives it fewer attempts at once.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class SlowMarks:
         self.slow_for = slow_for
         self._until: dict[int, float] = {}  # webhook id -> monotonic time its slow mark ends
         self._asked: dict[int, float] = {}  # webhook id -> monotonic time Redis was last asked about it
+        self._proven: dict[int, float] = {}  # webhook id -> monotonic time its last quick answer here stops counting
         self._lock = threading.Lock()
 
     def key(self, webhook_id: int) -> str:
@@ -37,6 +40,19 @@ class SlowMarks:
                 del self._until[webhook_id]
                 until = None
         return until is not None
+
+    def proven(self, webhook_id: int, now: float) -> bool:
+        """Say whether a webhook answered quickly here lately (no Redis: a dispatcher asks this)."""
+        with self._lock:
+            return self._proven.get(webhook_id, 0.0) > now
+
+    def answered(self, webhook_id: int) -> None:
+        """Note that an attempt to a webhook ended within half the deadline (answered, or refused at once)."""
+        now = time.monotonic()
+        with self._lock:
+            self._proven[webhook_id] = now + max(self.slow_for, 60.0)
+            if len(self._proven) > 10_000:  # forget webhooks not heard from lately
+                self._proven = {k: v for k, v in self._proven.items() if v > now}
 
     def ask(self, webhook_id: int) -> None:
         """Learn, at most once a second per webhook, whether another process marked it slow."""

@@ -19,6 +19,8 @@ def utcnow() -> datetime.datetime:
 
 def timestamp(value: datetime.datetime) -> str:
     """Format a stored UTC time as ISO 8601 with a +00:00 suffix, as every answer and event shows it."""
+    if value.tzinfo is None:  # as stored: the suffix is all replace(tzinfo=UTC) would add, without a new datetime
+        return value.isoformat() + "+00:00"
     return value.replace(tzinfo=datetime.UTC).isoformat()
 
 

@@ -85,7 +85,7 @@ class Settings:
     max_body_bytes: int = 10 * 1024 * 1024
     validate_responses: bool = False
     threads: int = 4
-    write_delay: float = 0.5  # seconds a write may be overtaken by later reads (riskapi.api.handler_threads)
+    write_delay: float = 0.0  # seconds a write may be overtaken by later reads (riskapi.api.handler_threads)
     webhook_timeout: float = 5.0
     webhook_retry_delays: tuple[float, ...] = (10.0, 100.0, 1000.0)
     webhook_allow_private: bool = False

@@ -38,6 +38,7 @@ def schema(name: str) -> dict:
     return resolved()["components"]["schemas"][name]
 
 
+@functools.lru_cache(maxsize=1024)  # the spec's operationIds: a few dozen, each asked on every request
 def snake_case(name: str) -> str:
     """Turn a camelCase operationId into the snake_case name of its handler function (`listDrivers` -> `list_drivers`)."""
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()

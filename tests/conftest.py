@@ -121,7 +121,7 @@ def queue_name(redis_url):
 def receiver():
     """A real HTTPS webhook receiver on localhost with a test CA (one connection per request: the
     timing-sensitive end-to-end tests were written for it; kept connections are tested in test_transport
-    and test_connections, and under load in bench/soak.py)."""
+    and test_connections, and under load in bench.soak)."""
     with Receiver() as rx:
         yield rx
 

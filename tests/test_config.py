@@ -15,7 +15,7 @@ def test_defaults_and_typed_values():
     read = Settings.from_env(env)
     assert read.threads == 8 and read.webhook_allow_private is True and read.webhook_retry_delays == (1.0, 2.5)
     assert Settings.from_env({"RISKAPI_ACCESS_LOG": "off"}).access_log is False
-    assert Settings().write_delay == 0.5 and Settings.from_env({"RISKAPI_WRITE_DELAY_MS": "0"}).write_delay == 0.0
+    assert Settings().write_delay == 0.0 and Settings.from_env({"RISKAPI_WRITE_DELAY_MS": "500"}).write_delay == 0.5
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,17 @@
-"""What riskapi.api.connexion_internals relies on in Connexion's private internals: an upgrade that changes it fails here."""
+"""What riskapi.api.connexion_internals relies on in Connexion's private internals, and the bridge it installs."""
 
 import asyncio
 import threading
 import time
 
 import connexion
+import flask
 import httpx
 from a2wsgi import WSGIMiddleware
 
 from riskapi.api.connexion_internals import run_flask_in_threads
+from riskapi.api.handler_threads import HandlerThreads
+from riskapi.api.wsgi_bridge import WsgiBridge
 
 
 def _app_with_a_blocking_route(gate: threading.Event, inside: list) -> connexion.FlaskApp:
@@ -22,8 +25,29 @@ def _app_with_a_blocking_route(gate: threading.Event, inside: list) -> connexion
         gate.wait(30)
         return "done"
 
+    def echo():
+        request = flask.request
+        body = request.get_data()
+        return flask.jsonify(method=request.method, query=request.query_string.decode(), body=body.decode(), length=len(body))
+
+    def fail():
+        raise RuntimeError("boom")
+
     app.add_url_rule("/wait", "wait", wait)
+    app.add_url_rule("/echo", "echo", echo, methods=["GET", "POST"])
+    app.app.add_url_rule("/fail", "fail", fail)
     return app
+
+
+def _call(app: connexion.FlaskApp, *requests: tuple) -> list[httpx.Response]:
+    async def scenario():
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return await asyncio.gather(
+                *(client.request(*request[:2], **(request[2] if len(request) > 2 else {})) for request in requests)
+            )
+
+    return asyncio.run(scenario())
 
 
 def test_flask_runs_inside_a2wsgi_in_the_middleware_app():
@@ -33,10 +57,17 @@ def test_flask_runs_inside_a2wsgi_in_the_middleware_app():
     assert wrapped.app == app.app.wsgi_app
 
 
-def test_the_pool_set_serves_every_flask_request_with_at_most_that_many_at_once():
+def test_the_bridge_takes_a2wsgis_place():
+    app = connexion.FlaskApp(__name__)
+    run_flask_in_threads(app, HandlerThreads(2, 0.0))
+    bridge = app._middleware_app.asgi_app
+    assert isinstance(bridge, WsgiBridge) and bridge.app == app.app.wsgi_app
+
+
+def test_the_threads_given_serve_every_flask_request_with_at_most_that_many_at_once():
     gate, inside = threading.Event(), []
     app = _app_with_a_blocking_route(gate, inside)
-    run_flask_in_threads(app, 2)
+    run_flask_in_threads(app, HandlerThreads(2, 0.0))
 
     async def scenario():
         transport = httpx.ASGITransport(app=app)
@@ -45,7 +76,7 @@ def test_the_pool_set_serves_every_flask_request_with_at_most_that_many_at_once(
             deadline = time.monotonic() + 10
             while len(inside) < 2 and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
-            await asyncio.sleep(0.3)  # time for a third request to get in, were the pool any larger
+            await asyncio.sleep(0.3)  # time for a third request to get in, were there more threads
             at_once = len(inside)
             gate.set()
             responses = await asyncio.gather(*requests)
@@ -54,29 +85,94 @@ def test_the_pool_set_serves_every_flask_request_with_at_most_that_many_at_once(
     at_once, responses = asyncio.run(scenario())
     assert at_once == 2
     assert [response.status_code for response in responses] == [200] * 4
-    assert len(inside) == 4 and len(set(inside)) <= 2
+    assert len(inside) == 4 and set(inside) <= {"handler-1", "handler-2"}
 
 
-def test_a2wsgi_submits_each_request_with_its_environ_first_to_the_executor_given():
-    """riskapi.api.handler_threads orders requests by the environ that a2wsgi passes as the first argument of each call."""
-    from concurrent.futures import ThreadPoolExecutor
+def test_the_bridge_hands_flask_the_request_and_the_client_its_whole_answer():
+    app = _app_with_a_blocking_route(threading.Event(), [])
+    run_flask_in_threads(app, HandlerThreads(2, 0.0))
+    big = "x" * 300_000  # several receive messages
+    get, post = _call(app, ("GET", "/echo?a=1&b=2"), ("POST", "/echo", {"content": big}))
+    assert get.status_code == 200 and get.json() == {"method": "GET", "query": "a=1&b=2", "body": "", "length": 0}
+    assert get.headers["content-type"] == "application/json"
+    assert post.status_code == 200 and post.json()["length"] == len(big) and post.json()["body"] == big
 
+
+def test_an_error_in_flask_reaches_the_asgi_side_as_a2wsgi_raised_it():
+    app = _app_with_a_blocking_route(threading.Event(), [])
+    app.app.config["PROPAGATE_EXCEPTIONS"] = True  # Flask lets the error out of the WSGI call
+    run_flask_in_threads(app, HandlerThreads(1, 0.0))
+    (response,) = _call(app, ("GET", "/fail"))
+    assert response.status_code == 500
+
+
+def test_each_request_is_queued_as_a_read_or_a_write_by_its_method_and_precognition():
     seen = []
 
-    class Recording(ThreadPoolExecutor):
-        def submit(self, fn, /, *args, **kwargs):
-            seen.append((args[0]["REQUEST_METHOD"], args[0]["PATH_INFO"]))
-            return super().submit(fn, *args, **kwargs)
+    class Recording(HandlerThreads):
+        def start(self, read, job):
+            seen.append(read)
+            super().start(read, job)
 
-    gate, inside = threading.Event(), []
-    gate.set()
-    app = _app_with_a_blocking_route(gate, inside)
-    run_flask_in_threads(app, 2, Recording(max_workers=2))
+    app = _app_with_a_blocking_route(threading.Event(), [])
+    run_flask_in_threads(app, Recording(1, 0.0))
+    for request in (("GET", "/echo"), ("POST", "/echo"), ("POST", "/echo", {"headers": {"Precognition": "true"}})):
+        _call(app, request)
+    assert seen == [True, False, True]
+
+
+def test_connexion_wraps_each_handler_once_not_on_every_request(settings, database, tenant, monkeypatch):
+    from connexion.decorators.parameter import SyncParameterDecorator
+
+    from riskapi.api.app import create_app
+
+    wrapped = []
+    decorate = SyncParameterDecorator.__call__
+    monkeypatch.setattr(
+        SyncParameterDecorator, "__call__", lambda self, function: wrapped.append(function) or decorate(self, function)
+    )
+    app = create_app(settings)
 
     async def scenario():
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-            return await client.get("/wait")
+        async with httpx.AsyncClient(transport=transport, base_url="http://test/api/v1") as client:
+            first = await client.get("/webhooks", headers=tenant.headers)
+            at_start = len(wrapped)
+            more = [await client.get("/webhooks", headers=tenant.headers) for _ in range(3)]
+            return first, at_start, more
 
-    assert asyncio.run(scenario()).status_code == 200
-    assert seen == [("GET", "/wait")]
+    first, at_start, more = asyncio.run(scenario())
+    assert first.status_code == 200 and [response.status_code for response in more] == [200] * 3
+    assert at_start > 1 and len(wrapped) == at_start  # every operation wrapped as the API was added; none since
+
+
+def test_connexion_reads_a_security_functions_arguments_once(settings, database, tenant, monkeypatch):
+    import connexion.security
+
+    from riskapi.api.app import create_app
+
+    read = []
+    inspect = connexion.security.inspect_function_arguments
+    monkeypatch.setattr(
+        connexion.security, "inspect_function_arguments", lambda function: read.append(function) or inspect(function)
+    )
+    app = create_app(settings)
+    connexion.security.AbstractSecurityHandler._accepts_kwarg.cache_clear()
+
+    async def scenario():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test/api/v1") as client:
+            return [(await client.get("/webhooks", headers=tenant.headers)).status_code for _ in range(3)]
+
+    assert asyncio.run(scenario()) == [200] * 3
+    assert 1 <= len(read) <= 2  # the token function, for each keyword Connexion asks about; not again per request
+
+
+def test_what_swagger_ui_does_not_serve_goes_to_the_app_it_wraps():
+    from connexion.middleware.swagger_ui import SwaggerUIMiddleware
+
+    from riskapi.api.connexion_internals import past_swagger_ui
+
+    inner = connexion.FlaskApp(__name__)
+    assert past_swagger_ui(SwaggerUIMiddleware(inner)) is inner
+    assert past_swagger_ui(inner) is None

@@ -127,7 +127,31 @@ def test_more_payloads_than_one_insert_takes_are_all_written(agency):
     with models.atomic():
         written = outbox.record(agency, "driver.created", [{"n": n} for n in range(1201)])
     assert len({w["id"] for w in written}) == 1201
-    assert len(deliveries_of(subscriber)) == 1201
+    rows = deliveries_of(subscriber)
+    assert len(rows) == 1201
+    # Each delivery names its own event: ids are mapped back by uuid, whatever order RETURNING gives them in.
+    named = [e for (e,) in models.tuples(Delivery.select(Delivery.stored_event).where(Delivery.webhook == subscriber.id))]
+    bodies = dict(models.tuples(Event.select(Event.id, Event.body).where(Event.id.in_(named))))
+    assert sorted(json.loads(bodies[e])["data"]["n"] for e in named) == list(range(1201))
+
+
+def test_many_events_keep_their_exact_bodies_and_deliveries(agency):
+    """A batch large enough to be streamed (COPY on PostgreSQL) stores the same bodies and delivery rows as a small one."""
+    subscriber = hook(agency, "driver.created")
+    tricky = 'back\\slash \\N tab\t new\nline cr\r quote" é ☃ \u2028'
+    payloads = [{"object": "driver", "n": n, "text": tricky * n} for n in range(25)]
+    with models.atomic():
+        written = outbox.record(agency, "driver.created", payloads)
+    events = {str(e.uuid): e for e in Event.select().where(Event.uuid.in_([w["id"] for w in written]))}
+    for sent, payload in zip(written, payloads, strict=True):
+        event = events[sent["id"]]
+        assert event.body == outbox.body(event.uuid, "driver.created", event.created, payload).decode()
+        assert json.loads(event.body)["data"] == payload and event.agency_id == agency
+    rows = deliveries_of(subscriber)
+    assert sorted(row.stored_event.id for row in rows) == sorted(e.id for e in events.values())
+    for row in rows:
+        assert (row.status, row.tries, row.generation, row.event) == (PENDING, 0, 0, "driver.created")
+        assert row.relayed is None and row.next_attempt == row.created and row.locked_until is None
 
 
 def test_ping_writes_a_ping_for_that_webhook_alone_whatever_it_subscribes_to(agency):

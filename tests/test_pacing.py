@@ -53,13 +53,14 @@ def test_a_burst_reaches_the_receiver_at_the_rate_with_two_workers(client, tenan
     assert receiver.wait_for(30, timeout=30)
     arrived = [request.at for request in receiver.requests]
     assert len({request.headers["service-delivery"] for request in receiver.requests}) == 30
-    # 30 slots 0.1 s apart span 2.9 s; an attempt may arrive a little after its slot, never before.
-    assert max(arrived) - min(arrived) >= 2.7, max(arrived) - min(arrived)
     # The rate bounds when attempts start, which the attempt log records: arrivals also carry each
-    # connection's set-up (a TLS handshake for a new one, none for a kept one), which can bunch them.
+    # connection's set-up (a TLS handshake for a new one, none for a kept one), which can bunch them,
+    # and the first one's handshake, late on a busy machine, shortened their span below 2.7 s.
     attempts = Attempt.select(Attempt.at).join(Delivery).join(Webhook).where(Webhook.uuid == hook["uuid"])
     assert wait_until(lambda: attempts.count() == 30, timeout=10)
     started = [attempt.at.timestamp() for attempt in attempts]
+    # 30 slots 0.1 s apart span 2.9 s; an attempt may start a little after its slot, never before.
+    assert max(started) - min(started) >= 2.7, max(started) - min(started)
     assert most_in_any_second(started) <= RATE + 1, most_in_any_second(started)
     assert most_in_any_second(arrived) <= RATE + 3, most_in_any_second(arrived)
 

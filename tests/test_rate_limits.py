@@ -76,3 +76,87 @@ def test_a_write_refused_429_does_not_spend_its_idempotency_key(api_processes):
     again = httpx.post(url + tenant.url("/drivers"), json=body, headers={**keyed, "Authorization": f"Bearer {second}"})
     assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
     assert again.json() == ran.json()
+
+
+class _Clock:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _process(redis_url: str, limit: int, clock: _Clock, monkeypatch) -> tuple:
+    """Return (a RateLimitMiddleware of one API process, the list of units it leased from Redis, one per round trip)."""
+    from riskapi.api import rate_limits
+
+    monkeypatch.setattr(rate_limits.time, "monotonic", clock)
+    middleware = rate_limits.RateLimitMiddleware(None, redis_url, limit)
+    leased = []
+    lease = middleware._lease
+
+    async def counted(authorization, units):
+        leased.append(units)
+        return await lease(authorization, units)
+
+    middleware._lease = counted
+    return middleware, leased
+
+
+def test_a_busy_token_leases_units_in_batches_and_never_passes_its_limit(redis_url, monkeypatch):
+    import asyncio
+    import uuid
+
+    clock = _Clock()
+    one, leased_one = _process(redis_url, 100, clock, monkeypatch)  # leases of at most 100 // 25 = 4 units
+    two, leased_two = _process(redis_url, 100, clock, monkeypatch)
+    token = f"Bearer {uuid.uuid4()}".encode()
+
+    async def scenario():
+        first_second = [await process._spend(token, 1) for _ in range(10) for process in (one, two)]
+        clock.now += 1  # the token spent 10 units in each process in the last second: from now on they lease
+        answers = []
+        while not answers or answers[-1][1] is None:
+            for process in (one, two):
+                answers.append(await process._spend(token, 1))
+        return first_second, answers
+
+    first_second, answers = asyncio.run(scenario())
+    # A new token is counted in Redis request by request, exactly.
+    assert leased_one[:10] == leased_two[:10] == [1] * 10
+    assert [left for left, _ in first_second] == list(range(99, 79, -1))
+    # A busy one takes a round trip for several requests (1 + 4 more), and is never let past the limit.
+    assert leased_one[10] == leased_two[10] == 5 and len(leased_one) + len(leased_two) - 20 < len(answers) / 2
+    passed = sum(1 for _, refused in answers if refused is None)
+    assert 100 - 4 <= 20 + passed <= 100  # short of it by at most the other process's unspent lease
+    refusals = [answer for answer in answers if answer[1] is not None]
+    assert refusals and all(left == 0 and 1 <= retry <= 60 for left, retry in refusals)
+    # Each process's X-RateLimit-Remaining only goes down.
+    for process in range(2):
+        left = [remaining for remaining, refused in answers[process::2] if refused is None]
+        assert left == sorted(left, reverse=True)
+
+
+def test_a_lease_ends_with_its_window(redis_url, monkeypatch):
+    import asyncio
+    import uuid
+
+    import redis as redis_client
+
+    clock = _Clock()
+    one, leased = _process(redis_url, 100, clock, monkeypatch)
+    token = f"Bearer {uuid.uuid4()}".encode()
+
+    async def scenario():
+        for _ in range(3):
+            await one._spend(token, 1)
+        clock.now += 1
+        await one._spend(token, 1)  # leases 1 + 2 (3 spent in the last second)
+        redis_client.Redis.from_url(redis_url).delete("riskapi:rate:" + __import__("hashlib").sha256(token).hexdigest()[:32])
+        clock.now += 61  # past the window: the two unspent units are not spent in the next one
+        return await one._spend(token, 1)
+
+    assert asyncio.run(scenario()) == (99, None)
+    assert leased == [1, 1, 1, 3, 1]

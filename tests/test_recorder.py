@@ -12,7 +12,7 @@ from jobs import claims
 from jobs.https import transport
 from jobs.lines import Engine, Item
 from models import utcnow
-from models.webhooks import PENDING, SUCCEEDED, Attempt, Delivery, Webhook, pack_events
+from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Webhook, pack_events
 from riskapi.webhooks import outbox
 
 
@@ -106,7 +106,7 @@ def test_outcomes_the_database_cannot_take_wait_for_it_and_no_attempt_starts_mea
     from jobs import recorder as recording
 
     (first, webhook), (second, _) = claim(2)
-    recorder, real_write = engine.recorder, recording.write
+    recorder, real_write = engine.recorder, recording.write_all
     for item in (first, second):
         recorder.put((item, webhook, utcnow(), transport.Result(200, None, 3)))
     batch = recorder._next_batch()
@@ -114,7 +114,7 @@ def test_outcomes_the_database_cannot_take_wait_for_it_and_no_attempt_starts_mea
     def away(*args):
         raise peewee.OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(recording, "write", away)
+    monkeypatch.setattr(recording, "write_all", away)
     recorder._settle_all(batch)
     assert recorder._kept == batch and engine._paused and engine._start_due() is None
     assert [Delivery.get_by_id(item.delivery.id).status for item in (first, second)] == [PENDING, PENDING]
@@ -123,7 +123,7 @@ def test_outcomes_the_database_cannot_take_wait_for_it_and_no_attempt_starts_mea
     recorder._reconnect()  # the claims can be renewed, the outcomes still not written
     assert locked_until(first) > before and recorder._kept == batch and engine._paused
 
-    monkeypatch.setattr(recording, "write", real_write)  # back
+    monkeypatch.setattr(recording, "write_all", real_write)  # back
     recorder._next_try = 0.0
     recorder._reconnect()
     assert [Delivery.get_by_id(item.delivery.id).status for item in (first, second)] == [SUCCEEDED, SUCCEEDED]
@@ -137,3 +137,48 @@ def test_an_outcome_the_database_refuses_is_not_kept(engine, claim):
     Delivery.delete().where(Delivery.id == item.delivery.id).execute()
     engine.recorder._settle_each([(item, webhook, utcnow(), transport.Result(200, None, 3))])
     assert not engine.recorder._kept and not engine._paused
+
+
+def test_waiting_deliveries_of_a_webhook_disabled_meanwhile_are_failed_unattempted(engine, claim):
+    """Tending the lines settles every waiting delivery of a disabled webhook (one transaction), and drops it from its line."""
+    claimed = claim(3)
+    engine.line_up([(item.delivery, webhook, item.generation, time.time() + 60) for item, webhook in claimed])
+    webhook = claimed[0][1]
+    Webhook.update(disabled=utcnow()).where(Webhook.id == webhook.id).execute()
+    assert engine.tend([], False, time.monotonic())
+    assert engine.waiting() == {}
+    rows = Delivery.select().where(Delivery.id.in_([item.delivery.id for item, _ in claimed]))
+    assert [(row.status, row.locked_until, row.tries) for row in rows] == [(FAILED, None, 0)] * 3
+    assert not Attempt.select().where(Attempt.delivery.in_([row.id for row in rows])).exists()
+
+
+def test_outcomes_written_together_come_to_what_each_written_alone_does(engine, claim):
+    """jobs.outcomes.write_all (one insert, one update for the successes) against write, outcome by outcome: the same
+    rows, the same answers, a superseded delivery left alone and the webhook's failures counted in order."""
+    from jobs import outcomes
+
+    together, alone = claim(4), claim(4)
+    results = [transport.Result(200, None, 3), transport.Result(500, None, 4), transport.Result(200, None, 5)]
+    results.append(transport.Result(None, "timed out after 5.0 s", 5000))
+    figures = []
+    for claimed, write in ((together, outcomes.write_all), (alone, None)):
+        superseded = claimed[2][0]
+        Delivery.update(generation=Delivery.generation + 1).where(Delivery.id == superseded.delivery.id).execute()
+        webhook = claimed[0][1]
+        Webhook.update(failures=2).where(Webhook.id == webhook.id).execute()
+        webhook.failures = 2
+        started = utcnow()
+        attempts = [(item.delivery, item.generation, webhook, started, result, f"next-{n}")
+                    for n, ((item, _), result) in enumerate(zip(claimed, results, strict=True))]  # fmt: skip
+        with models.atomic():
+            if write is not None:
+                written = write(attempts, engine.settings)
+            else:
+                written = [outcomes.write(*args[:5], engine.settings, args[5]) for args in attempts]
+        rows = [Delivery.get_by_id(item.delivery.id) for item, _ in claimed]
+        states = [(r.status, r.tries, r.batch, r.locked_until is None, r.next_attempt is None) for r in rows]
+        logged = [(a.status, a.error, a.duration_ms) for r in rows for a in Attempt.select().where(Attempt.delivery == r.id)]
+        figures.append(([w[:3] for w in written], states, logged, Webhook.get_by_id(webhook.id).failures))
+    assert figures[0] == figures[1]
+    assert [w[:2] for w in figures[0][0]] == [("succeeded", 1), ("retry", 1), ("succeeded", 0), ("retry", 1)]
+    assert figures[0][3] == 0  # reset once by the success (a retry counts no failure; the superseded one nothing)

@@ -100,6 +100,31 @@ def test_first_attempts_share_a_batch_and_a_later_attempt_gets_its_own_job(relay
     assert jobs[batch].args == ([(row.id, 1) for row in rows[:3]],)
 
 
+def test_a_burst_beyond_each_webhooks_first_delivery_takes_the_bulk_lane(redis_connection, relay_settings, waiting):
+    """Of a pass larger than a batch, each webhook's first delivery goes on the queue and the rest on the bulk lane
+    that workers serve after it; a job waiting there is a backlog to the rescue, not a loss."""
+    relay = Relay(redis_connection, relay_settings)
+    rows = waiting(jobs_queue.BATCH_SIZE + 2)
+    assert relay.relay_pending() == len(rows)
+    rows = [fresh(row) for row in rows]
+    [first] = relay.queue.get_jobs()
+    [rest] = relay.bulk.get_jobs()
+    assert first.id == jobs_queue.job_id(rows[0].uuid, 1) and first.args == (rows[0].id, 1)  # a lone one: its own job
+    assert rest.id == jobs_queue.batch_id(rows[1].uuid, 1) and rest.args == ([(row.id, 1) for row in rows[1:]],)
+    assert [row.batch for row in rows] == [None] + [rest.id] * (len(rows) - 1)
+    assert stale(rows)
+    assert relay.rescue() == 0
+    rest.delete()  # Redis lost the bulk lane's job
+    assert relay.rescue() == len(rows) - 1
+
+
+def test_lanes_keep_the_order_and_a_small_pass_on_the_queue():
+    """jobs.queue.lanes: a pass within a batch all on the queue; a larger one each webhook's first, in the pass's order."""
+    deliveries = [(1, "a", 1, 0, 7), (2, "b", 1, 0, 8), (3, "c", 1, 0, 7), (4, "d", 1, 0, 9), (5, "e", 1, 0, 8)]
+    assert jobs_queue.lanes(deliveries, 5) == ([d[:4] for d in deliveries], [])
+    assert jobs_queue.lanes(deliveries, 4) == ([(1, "a", 1, 0), (2, "b", 1, 0), (4, "d", 1, 0)], [(3, "c", 1, 0), (5, "e", 1, 0)])
+
+
 def test_a_pass_takes_at_most_its_limit(relay, waiting):
     """relay_pending(limit) hands over the oldest `limit`; the rest wait for the next pass."""
     rows = waiting(3)
@@ -203,8 +228,10 @@ def test_run_relays_what_is_written_until_stopped(relay, waiting):
     loop.start()
     try:
         [row] = waiting(1)
-        assert wait_until(lambda: fresh(row).relayed is not None, timeout=10)
-        assert [job.id for job in relay.queue.get_jobs()] == [jobs_queue.job_id(row.uuid, 1)]
+        # The job is enqueued just after the commit that stamps `relayed`: wait for the job itself.
+        assert wait_until(lambda: relay.queue.get_job_ids(), timeout=10)
+        assert fresh(row).relayed is not None
+        assert relay.queue.get_job_ids() == [jobs_queue.job_id(row.uuid, 1)]
     finally:
         stop.set()
         loop.join(10)

@@ -62,6 +62,7 @@ def test_an_api_process_killed_outright_is_started_again_and_the_port_keeps_answ
     process, port = serve
     victim = api_processes(process)[0]
     victim.kill()
+    victim.wait(10)  # a connection made while it is still dying may be queued on its socket, and reset
     # The survivor answers meanwhile: the dead process's socket left the port's group with it.
     assert all(answers(f"http://127.0.0.1:{port}/api/v1") for _ in range(10))
     assert wait_until(lambda: len(api_processes(process)) == 2 and victim.pid not in {p.pid for p in api_processes(process)}, 30)

@@ -202,3 +202,14 @@ def test_attribute_names_fields_as_laravel_does(path, name):
 def test_parse_date_reads_iso_and_us_dates_only(text, expected):
     """parse_date takes YYYY-MM-DD and MM/DD/YYYY real dates and nothing else."""
     assert parse_date(text) == expected
+
+
+def test_one_parameter_validator_per_operation():
+    from riskapi.api.request_validation import ParamValidator, URIParser
+
+    make = ParamValidator.once_per_operation()
+    one = [{"in": "query", "name": "page", "schema": {"type": "integer"}}]
+    other = [{"in": "query", "name": "page", "schema": {"type": "integer"}}]  # equal, but another operation's
+    first = make(one, uri_parser=URIParser(one, {}))
+    assert make(one, uri_parser=URIParser(one, {})) is first
+    assert make(other, uri_parser=URIParser(other, {})) is not first

@@ -51,7 +51,12 @@ def delete_queue(url: str, name: str) -> None:
     try:
         connection = redis.Redis.from_url(url, socket_timeout=2)
         job_ids = set()
-        for queue in (Queue(name, connection=connection), Queue(f"{name}:retry", connection=connection)):  # jobs.queue.retries
+        # The queue, its bulk lane (jobs.queue.bulk) and its retries (jobs.queue.retries).
+        for queue in (
+            Queue(name, connection=connection),
+            Queue(f"{name}:bulk", connection=connection),
+            Queue(f"{name}:retry", connection=connection),
+        ):
             registries = [
                 queue.scheduled_job_registry,
                 queue.started_job_registry,
@@ -68,7 +73,7 @@ def delete_queue(url: str, name: str) -> None:
         keys += list(connection.scan_iter(match=f"rq:*:{name}:*"))
         if keys:
             connection.delete(*keys)
-        connection.srem("rq:queues", f"rq:queue:{name}", f"rq:queue:{name}:retry")
+        connection.srem("rq:queues", f"rq:queue:{name}", f"rq:queue:{name}:bulk", f"rq:queue:{name}:retry")
         connection.close()
     except redis.RedisError:
         pass

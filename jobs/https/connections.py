@@ -27,7 +27,11 @@ __all__ = ["IDLE", "LIFETIME", "Key", "Pool"]
 
 IDLE = 4.0
 LIFETIME = 60.0
-PER_KEY = 8  # idle connections kept per receiver; more concurrent attempts open their own
+# Idle connections kept per receiver. One receiver may serve many webhooks (an integration platform),
+# each with several attempts in flight: with 8 kept, 10 busy webhooks on one receiver opened a TLS
+# connection every 5 deliveries (bench/README.md, soak). Never more are idle than were open at once,
+# and the engine's in-flight cap (RISKAPI_WEBHOOK_IN_FLIGHT, 256) bounds that, so a larger bound costs no sockets.
+PER_KEY = 64
 KEYS = 256  # receivers remembered; the least recently used is forgotten first
 
 

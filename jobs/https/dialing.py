@@ -139,6 +139,9 @@ def connect(addresses: list[tuple], host: str, context: ssl.SSLContext, deadline
     for family, type_, proto, _, sockaddr in addresses:
         sock = socket.socket(family, type_, proto)
         try:
+            # http.client writes a request's head and body apart: with Nagle's algorithm the body waited for
+            # the receiver's delayed ACK, some 40 ms a delivery on a kept connection (docs/capacity.md).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             deadline.guard(sock)
             sock.connect(sockaddr)
             # Wrapping detaches sock's fd, so from here on only the TLS

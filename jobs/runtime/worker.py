@@ -54,9 +54,10 @@ class DeliveryProcess:
         # RQ's threads only claim deliveries; their attempts run in the engine, many at once.
         self.engine = Engine(settings, connection, self.database_outage, Pool())
         self.stop = threading.Event()
-        # First attempts before retries: RQ takes from the first queue that has a job.
+        # First attempts before bursts' (jobs.queue.lanes), both before retries: RQ takes from the first queue that has a job.
         name = settings.webhook_queue
-        self.queues = [jobs_queue.queue(connection, name), jobs_queue.retries(connection, name)]
+        self.queues = [jobs_queue.queue(connection, name), jobs_queue.bulk(connection, name)]
+        self.queues.append(jobs_queue.retries(connection, name))
         self.scheduler_name = uuid.uuid4().hex
         self.helpers: list = []  # the helper threads' current RQ workers
         self.helper_threads: list = []

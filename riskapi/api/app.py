@@ -13,7 +13,7 @@ import models
 import spec
 from riskapi.api import error_handlers as errors
 from riskapi.api import precognition
-from riskapi.api.connexion_internals import run_flask_in_threads
+from riskapi.api.connexion_internals import decorate_once, remember_security_signatures, run_flask_in_threads
 from riskapi.api.cors import JsonCorsMiddleware
 from riskapi.api.docs import SpecMiddleware
 from riskapi.api.handler_threads import HandlerThreads
@@ -56,7 +56,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
                 "multipart/form-data": MultiPartFormDataValidator,
             }
         ),
-        "parameter": ParamValidator,
+        "parameter": ParamValidator.once_per_operation(),
     }
     app.add_api(
         SPEC_PATH.name,
@@ -99,8 +99,10 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
 
     flask_app = app.app
     flask_app.config[SETTINGS_KEY] = settings
-    # A small thread pool (the GIL makes many threads slower; 4 cover the database round trips), reads first.
-    run_flask_in_threads(app, settings.threads, HandlerThreads(settings.threads, settings.write_delay))
+    # A small thread pool (the GIL makes many threads slower; 4 cover the database round trips).
+    run_flask_in_threads(app, HandlerThreads(settings.threads, settings.write_delay))
+    decorate_once(app)
+    remember_security_signatures()
     pooled = not models.is_sqlite()
 
     @flask_app.before_request

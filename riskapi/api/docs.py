@@ -13,8 +13,11 @@ import yaml
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import spec
+from riskapi.api.connexion_internals import past_swagger_ui
 
 _INTERNAL = {"x-bearerInfoFunc", "x-openapi-router-controller"}
+# Where Swagger UI serves its page and its files (riskapi.api.app's swagger_ui_path).
+DOCS = f"{spec.base_path()}/docs"
 _PATHS = {f"{spec.base_path()}/openapi.json": "application/json", f"{spec.base_path()}/openapi.yaml": "application/yaml"}
 
 
@@ -36,15 +39,24 @@ def document(media_type: str) -> bytes:
 
 
 class SpecMiddleware:
-    """Answer GET of the spec documents with the spec as written."""
+    """Answer GET of the spec documents with the spec as written; send only the docs pages on to Swagger UI."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        # Connexion's Swagger UI middleware matches every request against its routes; only DOCS are its.
+        self.past_docs = past_swagger_ui(app)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        media_type = _PATHS.get(scope.get("path", "")) if scope["type"] == "http" else None
-        if media_type is None or scope["method"] not in {"GET", "HEAD"}:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        media_type = _PATHS.get(path)
+        if media_type is None or scope["method"] not in {"GET", "HEAD"}:
+            if self.past_docs is not None and media_type is None and not path.startswith(DOCS):
+                await self.past_docs(scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
             return
         body = document(media_type)
         headers = [(b"content-type", media_type.encode()), (b"content-length", str(len(body)).encode())]

@@ -1,19 +1,21 @@
-"""Which waiting request a free handler thread takes next: reads first, a write once it has waited long enough.
+"""Which waiting request a free handler thread takes next: first come, first served, at most half of them writing.
 
 The handler threads of an API process are few (RISKAPI_THREADS: the GIL makes more of them slower), so
-under load requests queue for them. First come, first served puts a page of a list behind bulk writes
-that each cost several times more; here each request gets a due time instead, and the earliest due
-goes first: a read (GET, HEAD, OPTIONS, or a Precognition dry run: a person waiting on a screen) is due
-when it arrives, a write RISKAPI_WRITE_DELAY_MS later. A read therefore overtakes the writes that arrived
-less than that before it, and no write waits behind reads that arrived after its due time: writes are
-delayed by a bounded amount, never starved. With a delay of 0 it is first come, first served.
+under load requests queue for them, in the order they came. With closed-loop clients the mean wait is
+clients / throughput whatever the order (Little's law): holding writes back only moves latency from
+reads to writes. At most half the threads run writes at once: a thread is always left for reads, so a
+read does not queue behind a run of bulk writes that would otherwise take every thread (and the GIL).
 
-At most half the threads run writes at once: a thread is always left for reads, so a read does not
-queue behind a run of overdue bulk writes that would otherwise take every thread (and the GIL).
+RISKAPI_WRITE_DELAY_MS (default 0) may give reads a head start: a read (GET, HEAD, OPTIONS, or a
+Precognition dry run) is due when it arrives, a write that much later, and the earliest due goes first;
+a write is then overtaken by the reads that arrive within its delay, never starved.
 """
 
+import functools
 import heapq
 import itertools
+import logging
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +23,8 @@ from concurrent.futures import Executor, Future
 from typing import Any
 
 __all__ = ["READS", "HandlerThreads"]
+
+log = logging.getLogger("riskapi")
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -32,11 +36,14 @@ class HandlerThreads(Executor):
         self.threads = threads
         self.write_delay = write_delay
         self.most_writes = max(1, threads // 2)
-        self._reads: list = []  # heaps of (due, sequence, future, fn, args, kwargs)
+        self._reads: list = []  # heaps of (due, sequence, job, its Future or None)
         self._writes: list = []
         self._writing = 0
         self._sequence = itertools.count()  # first come, first served among equal due times
-        self._ready = threading.Condition()
+        # A plain lock and a queue of wake-ups (both in C): a threading.Condition costs a request more in Python.
+        self._lock = threading.Lock()
+        self._idle = 0  # threads waiting on _wake
+        self._wake: queue.SimpleQueue = queue.SimpleQueue()
         self._started: list[threading.Thread] = []
         self._closed = False
 
@@ -49,27 +56,40 @@ class HandlerThreads(Executor):
         """Queue fn(*args, **kwargs) at its request's due time; return its Future."""
         environ = args[0] if args and isinstance(args[0], dict) else {}
         future: Future = Future()
-        with self._ready:
+        self._queue(self.is_read(environ), functools.partial(fn, *args, **kwargs), future)
+        return future
+
+    def start(self, read: bool, job: Callable[[], None]) -> None:
+        """Queue job() at its request's due time; the job hands its own outcome on (riskapi.api.wsgi_bridge)."""
+        self._queue(read, job, None)
+
+    def _queue(self, read: bool, job: Callable[[], Any], future: Future | None) -> None:
+        with self._lock:
             if self._closed:
                 raise RuntimeError("cannot schedule new calls after shutdown")
-            read = self.is_read(environ)
             due = time.monotonic() + (0.0 if read else self.write_delay)
-            heapq.heappush(self._reads if read else self._writes, (due, next(self._sequence), future, fn, args, kwargs))
+            heapq.heappush(self._reads if read else self._writes, (due, next(self._sequence), job, future))
             if len(self._started) < self.threads:
                 self._start_thread()
-            self._ready.notify()
-        return future
+                return
+            wake = self._idle > 0
+            self._idle -= wake
+        if wake:
+            self._wake.put(None)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Take no more calls; run (or cancel) those waiting; with wait, join the threads."""
-        with self._ready:
+        with self._lock:
             self._closed = True
             if cancel_futures:
-                for _due, _sequence, future, *_ in self._reads + self._writes:
-                    future.cancel()
+                for _due, _sequence, _job, future in self._reads + self._writes:
+                    if future is not None:
+                        future.cancel()
                 self._reads.clear()
                 self._writes.clear()
-            self._ready.notify_all()
+            idle, self._idle = self._idle, 0
+        for _ in range(idle):
+            self._wake.put(None)
         if wait:
             for thread in self._started:
                 thread.join()
@@ -81,27 +101,35 @@ class HandlerThreads(Executor):
 
     def _work(self) -> None:
         while True:
-            with self._ready:
-                while (heap := self._next()) is None and not (self._closed and not self._reads and not self._writes):
-                    self._ready.wait()
+            with self._lock:
+                heap = self._next()
                 if heap is None:
-                    return
-                _, _, future, fn, args, kwargs = heapq.heappop(heap)
-                writing = heap is self._writes
-                self._writing += writing
+                    if self._closed and not self._reads and not self._writes:
+                        return
+                    self._idle += 1
+                else:
+                    _, _, job, future = heapq.heappop(heap)
+                    writing = heap is self._writes
+                    self._writing += writing
+            if heap is None:
+                # A wake-up put after this thread counted itself idle is never lost: it waits in the queue.
+                self._wake.get()
+                continue
             try:
-                if future.set_running_or_notify_cancel():
+                if future is None:
+                    _run(job)
+                elif future.set_running_or_notify_cancel():
                     try:
-                        result = fn(*args, **kwargs)
+                        result = job()
                     except BaseException as exc:  # noqa: BLE001 - handed to the awaiting request, as ThreadPoolExecutor does
                         future.set_exception(exc)
                     else:
                         future.set_result(result)
             finally:
                 if writing:
-                    with self._ready:
+                    # This thread looks for the next call itself, a write held back by the cap included.
+                    with self._lock:
                         self._writing -= 1
-                        self._ready.notify()  # a write may be waiting for this turn
 
     def _next(self) -> list | None:
         """Return the heap whose first call goes next (the earliest due a thread may take now), or None."""
@@ -109,3 +137,10 @@ class HandlerThreads(Executor):
         if self._reads and (writes is None or self._reads[0] < writes[0]):
             return self._reads
         return writes
+
+
+def _run(job: Callable[[], None]) -> None:
+    try:
+        job()
+    except Exception:  # a job answers its request itself; one that fails to must not take its thread down
+        log.exception("a handler thread's job failed")

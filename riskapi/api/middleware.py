@@ -8,13 +8,16 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import spec
-from riskapi.api import precognition
 from riskapi.exceptions import ApiError, ValidationFailed
 from riskapi.services import messages
 
 # What a POST may stand for, and where: the spec's overrideRiskData.
 _METHODS = set(spec.schema("MethodOverride")["enum"])
 _OVERRIDABLE = spec.path_pattern("overrideRiskData")
+
+
+_VARY = ((b"vary", b"Precognition"),)
+_PRECOGNITIVE = (*_VARY, (b"precognition", b"true"))
 
 
 class HeadersMiddleware:
@@ -27,14 +30,13 @@ class HeadersMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        precognitive = precognition.is_precognitive(Headers(scope=scope))
+        precognitive = any(name == b"precognition" and value.lower() == b"true" for name, value in scope["headers"])
+        added = _PRECOGNITIVE if precognitive else _VARY
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                headers.append("Vary", "Precognition")
-                if precognitive:
-                    headers["Precognition"] = "true"
+                # Appended as raw pairs: no response header of these names is set anywhere else.
+                message["headers"] = [*message.get("headers", ()), *added]
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

@@ -1,6 +1,7 @@
 """Connexion validators that report every error at once, keyed as Laravel keys them."""
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -65,6 +66,12 @@ class URIParser(OpenAPIURIParser):
     def __init__(self, param_defns: dict, body_defn: dict) -> None:
         super().__init__(param_defns, body_defn)
         self.has_body = bool(body_defn.get("schema"))
+        self._schemas = {name: defn.get("schema", {}) for name, defn in self.param_defns.items()}
+
+    @property
+    def param_schemas(self) -> dict:
+        """Return each parameter's schema by name (Connexion's parser builds this anew for each query key)."""
+        return self._schemas
 
 
 class BodyValidator(AbstractRequestBodyValidator):
@@ -122,6 +129,23 @@ class ParamValidator(ParameterValidator):
                 seen.add(key)
                 unique.append(param)
         super().__init__(unique, uri_parser, strict_validation, security_query_params)
+
+    @classmethod
+    def once_per_operation(cls) -> Callable[..., "ParamValidator"]:
+        """Return a maker of validators that builds one per operation, for Connexion's validator_map.
+
+        Connexion builds a parameter validator (and its URI parser) on every request; one holds only
+        its operation's definitions, so each operation's first is kept.
+        """
+        made: dict[int, tuple[list, ParamValidator]] = {}
+
+        def make(parameters: list[dict], *args: Any, **kwargs: Any) -> ParamValidator:
+            hit = made.get(id(parameters))
+            if hit is None or hit[0] is not parameters:
+                hit = made[id(parameters)] = (parameters, cls(parameters, *args, **kwargs))
+            return hit[1]
+
+        return make
 
     def validate(self, scope: Scope) -> None:
         """Validate the parameters; when a JSON body follows, leave their errors to be reported with its errors."""

@@ -6,8 +6,10 @@ one object per line with time, level, logger and the same fields. Nothing here i
 which `serve` must not load before it has set PROMETHEUS_MULTIPROC_DIR.
 """
 
+import functools
 import json
 import logging
+import re
 import sys
 import time
 
@@ -28,14 +30,19 @@ class _Text(logging.Formatter):
 
 def _utc(record: logging.LogRecord) -> str:
     """Return when a record was made, in UTC, to the second."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+    return _second(int(record.created))
+
+
+@functools.lru_cache(maxsize=4)  # a busy process writes many lines a second: strftime once for them all
+def _second(second: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
 
 
 def _fields(formatter: logging.Formatter, record: logging.LogRecord) -> dict:
     """Return a record's fields: a request's or an attempt's own, else its level and message (and traceback)."""
     fields = getattr(record, "fields", None)
     if fields:
-        return dict(fields)
+        return fields  # read, never changed, by the formatters
     found: dict = {"level": record.levelname, "message": record.getMessage()}
     if record.exc_info:
         found["traceback"] = formatter.formatException(record.exc_info)
@@ -45,7 +52,11 @@ def _fields(formatter: logging.Formatter, record: logging.LogRecord) -> dict:
 def _text(value: object) -> str:
     """Return a value as it stands in a text line: bare when it is one plain word, else quoted (one line)."""
     text = str(value)
-    return text if text and not any(c in text for c in ' "=\\\n\t') else json.dumps(text)
+    return text if text and not _QUOTED.search(text) else json.dumps(text)
+
+
+# What a bare value may not hold: it would read as another pair, or another line.
+_QUOTED = re.compile(r'[ "=\\\n\t]')
 
 
 def _handler(log_format: str) -> logging.Handler:

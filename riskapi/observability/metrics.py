@@ -7,6 +7,7 @@ figures (outbox lag, queue depth) are read from the database and Redis at scrape
 the same whichever host is asked.
 """
 
+import functools
 import hmac
 import logging
 import os
@@ -49,8 +50,15 @@ IDEMPOTENCY = Counter(
 
 def observe(operation: str, status: int, seconds: float) -> None:
     """Count one answered request."""
-    REQUESTS.labels(operation, str(status)).inc()
-    LATENCY.labels(operation).observe(seconds)
+    requests, latency = _children(operation, status)
+    requests.inc()
+    latency.observe(seconds)
+
+
+@functools.lru_cache(maxsize=1024)  # operationIds x statuses: a bounded set
+def _children(operation: str, status: int) -> tuple:
+    # labels() takes a lock and builds its key on every call; the children are looked up once.
+    return REQUESTS.labels(operation, str(status)), LATENCY.labels(operation)
 
 
 class Backlog:
@@ -71,9 +79,10 @@ class Backlog:
         else:
             yield lag
         if self.redis_url:
-            depth = GaugeMetricFamily("riskapi_queue_depth", "Delivery jobs waiting in the RQ queue.")
+            depth = GaugeMetricFamily("riskapi_queue_depth", "Delivery jobs waiting in the RQ queue and its bulk lane.")
             try:
-                depth.add_metric([], _client(self.redis_url).llen(f"rq:queue:{self.queue}"))
+                client = _client(self.redis_url)
+                depth.add_metric([], client.llen(f"rq:queue:{self.queue}") + client.llen(f"rq:queue:{self.queue}:bulk"))
             except Exception:  # Redis down: the gauge is missing, the scrape still answers
                 log.debug("metrics: queue depth unavailable", exc_info=True)
             else:

@@ -3,9 +3,10 @@
 import datetime
 import functools
 import hashlib
+import hmac
 import operator
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -20,20 +21,25 @@ BAD_CURSOR = {"cursor": [message("bad_cursor", "cursor")]}
 
 
 class _ShortHMAC(itsdangerous.HMACAlgorithm):
-    """HMAC-SHA256 cut to 16 bytes, which keeps cursors short."""
+    """HMAC-SHA256 cut to 16 bytes, which keeps cursors short; the keyed state is made once and copied per cursor."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: bytes) -> None:
         super().__init__(hashlib.sha256)
+        self.key = key
+        self.keyed = hmac.new(key, digestmod=hashlib.sha256)
 
     def get_signature(self, key: bytes, value: bytes) -> bytes:
         """Return the first 16 bytes of the HMAC of value."""
-        return super().get_signature(key, value)[:16]
+        mac = self.keyed.copy() if key == self.key else hmac.new(key, digestmod=hashlib.sha256)
+        mac.update(value)
+        return mac.digest()[:16]
 
 
+@functools.lru_cache(maxsize=8)  # one secret per process, asked for on every page
 def _signer(secret: bytes) -> itsdangerous.Signer:
     """Return the signer of cursors: the secret itself is the HMAC key, as before itsdangerous signed them."""
     # key_derivation="none" and the 16-byte HMAC keep the format cursors had, so links already handed out stay valid.
-    return itsdangerous.Signer(secret, key_derivation="none", algorithm=_ShortHMAC())
+    return itsdangerous.Signer(secret, key_derivation="none", algorithm=_ShortHMAC(secret))
 
 
 class Key:
@@ -141,6 +147,10 @@ class Paginator:
         except (itsdangerous.BadData, ValueError, TypeError, KeyError, AttributeError, orjson.JSONDecodeError):
             raise ValidationFailed(BAD_CURSOR) from None
 
+    def _typed(self, row: dict) -> dict:
+        """Return a row's key values as Peewee types them (fetch may give them as the database driver does)."""
+        return {k.field.name: k.field.python_value(row[k.field.name]) for k in self.keys}
+
     def _position(self, values: list, flip: bool) -> peewee.ColumnBase:
         clauses: list[peewee.ColumnBase] = []
         equal: list[peewee.ColumnBase] = []
@@ -153,13 +163,15 @@ class Paginator:
         bound = self.keys[0].bound(values[0], flip)
         return condition & bound if bound is not None else condition
 
-    def page(self, query: "peewee.ModelSelect[Any]", per_page: int, cursor: str | None) -> tuple[list, str | None, str | None]:
-        """Return (rows, next_cursor, prev_cursor)."""
+    def page(
+        self, query: "peewee.ModelSelect[Any]", per_page: int, cursor: str | None, fetch: Callable[[Any], list] = list
+    ) -> tuple[list, str | None, str | None]:
+        """Return (rows, next_cursor, prev_cursor); fetch(query) runs the query (by default through Peewee)."""
         values, forward = self.decode(cursor) if cursor else (None, True)
         flip = not forward
         if values is not None:
             query = query.where(self._position(values, flip))
-        rows = list(query.order_by(*[k.order(flip) for k in self.keys]).limit(per_page + 1))
+        rows = fetch(query.order_by(*[k.order(flip) for k in self.keys]).limit(per_page + 1))
         more = len(rows) > per_page
         rows = rows[:per_page]
         if flip:
@@ -168,8 +180,8 @@ class Paginator:
             return rows, None, None
         has_next = more if forward else True
         has_prev = (values is not None) if forward else more
-        next_cursor = self.encode(rows[-1], True) if has_next else None
-        prev_cursor = self.encode(rows[0], False) if has_prev else None
+        next_cursor = self.encode(self._typed(rows[-1]), True) if has_next else None
+        prev_cursor = self.encode(self._typed(rows[0]), False) if has_prev else None
         return rows, next_cursor, prev_cursor
 
 

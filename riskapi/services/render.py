@@ -1,30 +1,19 @@
 """The common object envelope, {object, uuid, data, meta, relations}, laid out by the spec's response schemas."""
 
-import datetime
 import functools
-import uuid
+import operator
 from typing import Any
 
 import peewee
 
+import models
 import spec
-from models import timestamp
 from models.risk_data import KINDS, InRisk, RiskObject
 from models.webhooks import Delivery, Webhook
+from riskapi.services.json_values import Convert, converter, identifier, plain, value
 
 # The models rendered in the envelope: each names its `object`.
 Model = type[InRisk] | type[Webhook] | type[Delivery]
-
-
-def value(stored: Any) -> Any:
-    """Return a stored value as JSON shows it: times in UTC with their offset, dates and UUIDs as strings."""
-    if isinstance(stored, datetime.datetime):
-        return timestamp(stored)
-    if isinstance(stored, datetime.date):
-        return stored.isoformat()
-    if isinstance(stored, uuid.UUID):
-        return str(stored)
-    return stored
 
 
 def _properties(schema_name: str, part: str) -> tuple[str, ...]:
@@ -75,37 +64,102 @@ def select(model: type[InRisk]) -> "peewee.ModelSelect[Any]":
     return query.select(*columns).dicts()
 
 
-# Stored values JSON shows as they are: most of a row, so they skip value().
-_AS_IS = frozenset({str, int, float, bool, type(None)})
+class _Every(peewee.ColumnBase):
+    """Every column of a model's table as `"t1".*`: Peewee writes each one out, a third of compiling a list's query."""
+
+    def __init__(self, model: Model) -> None:
+        super().__init__()
+        self.model = model
+
+    def __sql__(self, ctx: peewee.Context) -> peewee.Context:
+        with ctx.scope_column():
+            return ctx.sql(self.model).literal(".*")
 
 
 @functools.cache
-def _columns(model: Model) -> tuple[tuple[str, str | None], ...]:
-    """Return (data property, row key of the UUID it shows or None) for each of a model's `data` properties."""
+def _rows(model: type[InRisk]) -> "peewee.ModelSelect[Any]":
+    columns: list[Any] = [_Every(model)]
+    query = model.select()
+    for name, target in model.REFERENCES.items():
+        alias = target.alias()
+        columns.append(alias.uuid.alias(f"{name}_uuid"))
+        query = query.join_from(model, alias, on=(getattr(model, name) == alias.id), join_type=peewee.JOIN.LEFT_OUTER)
+    return query.select(*columns)
+
+
+def select_all(model: type[InRisk]) -> "peewee.ModelSelect[Any]":
+    """Select a model's rows for fetch(): every column of its table, and referenced objects' UUIDs as `<name>_uuid`."""
+    return _rows(model).clone()  # built once: Peewee's query methods return copies, and so does this
+
+
+def fetch(model: Model, query: peewee.Query) -> list[dict]:
+    """Run a query of a model's rows and return them as the driver gives them, keyed by field (or alias) name.
+
+    Peewee's conversion of every column to a Python object is skipped: the envelope's converters read
+    the driver's values as they are (riskapi.services.json_values).
+    """
+    cursor = models.db.execute(query)
+    names = _names_of(model, tuple(column[0] for column in cursor.description))
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+@functools.lru_cache(maxsize=64)
+def _names_of(model: Model, columns: tuple[str, ...]) -> tuple[str, ...]:
+    by_column = model._meta.columns
+    return tuple(by_column[column].name if column in by_column else column for column in columns)
+
+
+class _Part:
+    """How one part of the envelope (`data` or `meta`) is read from a row: its keys at once, then the few to convert."""
+
+    def __init__(self, names: tuple[str, ...], keys: tuple[str, ...], converters: tuple[Convert, ...]) -> None:
+        self.names, self.keys = names, keys
+        # itemgetter reads every key in one call (a tuple even for one key, through the trailing pair).
+        self.pick = operator.itemgetter(*keys, keys[0]) if keys else None
+        # Text and numbers show as stored: only the other columns (times, dates, UUIDs, booleans) take a call.
+        self.converted = tuple((i, convert) for i, convert in enumerate(converters) if convert is not plain)
+
+    def read(self, row: dict) -> dict:
+        """Return this part of a row, in the schema's order."""
+        if self.pick is None:
+            return {}
+        try:
+            found = list(self.pick(row))
+        except KeyError:  # a row built by hand may leave out what is null
+            found = [row.get(key) for key in self.keys] + [None]
+        for i, convert in self.converted:
+            found[i] = convert(found[i])
+        return dict(zip(self.names, found, strict=False))
+
+
+@functools.cache
+def _layout(model: Model) -> tuple[_Part, _Part]:
+    """Return how a row's `data` and `meta` are read; a reference shows the UUID of the object it names."""
     references = _references(model)
-    return tuple((name, f"{name}_uuid" if name in references else None) for name in fields(model))
+    known = model._meta.fields
+    names = fields(model)
+    data = _Part(
+        names,
+        tuple(f"{name}_uuid" if name in references else name for name in names),
+        tuple(identifier if name in references else converter(known.get(name)) for name in names),
+    )
+    meta = _Part(_meta(model), _meta(model), tuple(converter(known.get(name)) for name in _meta(model)))
+    return data, meta
 
 
 def data(model: Model, row: dict) -> dict:
     """Return the `data` of a row; a reference shows the UUID of the object it names."""
-    out: dict[str, Any] = {}
-    for name, shown_uuid in _columns(model):
-        if shown_uuid is not None:
-            ref = row.get(shown_uuid)
-            out[name] = str(ref) if ref is not None else None
-        else:
-            stored = row.get(name)
-            out[name] = stored if type(stored) in _AS_IS else value(stored)
-    return out
+    return _layout(model)[0].read(row)
 
 
 def envelope(model: Model, row: dict, relations: dict | None = None) -> dict:
     """Return a row in the common envelope; `meta` holds what the model's schema lists there."""
+    shown, meta = _layout(model)
     out: dict[str, Any] = {
         "object": model.OBJECT,
-        "uuid": str(row["uuid"]),
-        "data": data(model, row),
-        "meta": {name: value(row.get(name)) for name in _meta(model)},
+        "uuid": identifier(row["uuid"]),
+        "data": shown.read(row),
+        "meta": meta.read(row),
     }
     if relations is not None:
         out["relations"] = relations
@@ -151,7 +205,7 @@ def _embedded(model: type[InRisk], name: str, rows: list[dict]) -> dict:
         wanted = [row["id"] for row in rows]
     nested = _relations(target)
     found: dict[Any, dict] = {}
-    for related in select(target).where(key.in_(wanted)):
+    for related in fetch(target, select_all(target).where(key.in_(wanted))):
         item = envelope(target, related)
         if nested is not None:
             item["relations"] = {n: _relation(target, n, related, item["data"], {}) for n in nested}

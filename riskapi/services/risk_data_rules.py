@@ -1,6 +1,7 @@
 """Bulk writes of risk data: the rules that need the database, then what is written."""
 
 import datetime
+import functools
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -9,7 +10,7 @@ import peewee
 
 import models
 import spec
-from models import utcnow
+from models import inserts, utcnow
 from models.risk_data import KINDS, Address, Building, Driver, InRisk, Premise, RiskObject
 from models.tenancy import Risk
 from riskapi.exceptions import ValidationFailed
@@ -30,15 +31,21 @@ def _is_int(value: object) -> bool:
 
 def columns(model: type[InRisk], values: dict) -> dict:
     """Turn validated body values into column values (dates parsed; references and nesting left out)."""
+    kinds = _column_kinds(model)
     out: dict[str, Any] = {}
     for name, value in values.items():
-        field = model._meta.fields.get(name)
-        if field is None or name in model.REFERENCES:
-            continue
-        if isinstance(field, peewee.DateField) and isinstance(value, str):
-            value = parse_date(value)
-        out[name] = value
+        is_date = kinds.get(name)
+        if is_date is not None:
+            out[name] = parse_date(value) if is_date and isinstance(value, str) else value
     return out
+
+
+@functools.cache
+def _column_kinds(model: type[InRisk]) -> dict[str, bool]:
+    """Map the fields a body may set (not references) to whether each holds a date."""
+    return {
+        name: isinstance(field, peewee.DateField) for name, field in model._meta.fields.items() if name not in model.REFERENCES
+    }
 
 
 def check_profile_type(profile: Risk, items: list, errors: Errors) -> None:
@@ -98,47 +105,58 @@ def plan_create(model: type[RiskObject], profile: Risk, body: Any, errors: Error
     now, used = utcnow(), {n for _, n, _ in numbered}
     # Auto numbers continue after the highest number, the request's explicit ones included.
     next_number = max([model.next_number(profile.id), *(n + 1 for n in used)])
-    blank = {name: None for name in render.fields(model) if name not in model.REFERENCES}
+    # Every column of the table, so that all rows insert in one shape (models.inserts).
+    fixed = {**dict.fromkeys(insertable(model)), "risk": profile.id, "created": now, "updated": now}
+    nests = "address" not in model._meta.fields
     rows: list[tuple[dict, dict | None]] = []
-    for i, values in entries:
-        row = {"risk": profile.id, "uuid": uuid.uuid4(), "created": now, "updated": now, **blank, **columns(model, values)}
+    # UUIDs as the database stores them: no UUID object to make, nor to turn into text twice (stored, shown).
+    for (i, values), new_uuid in zip(entries, inserts.new_uuids(len(entries)), strict=True):
+        row = {**fixed, "uuid": new_uuid, **columns(model, values)}
         for name in model.REFERENCES:
             row[name] = refs.get((i, name))
-        if row.get("number") is None:
+        if row["number"] is None:
             while next_number in used:
                 next_number += 1
             if next_number > MAX_NUMBER:
                 errors.add(f"data.{i}.data.number", message("no_number_left", f"data.{i}.data.number", max=MAX_NUMBER))
             row["number"] = next_number
             used.add(next_number)
-        rows.append((row, values.get("address") if "address" not in model._meta.fields else None))
+        rows.append((row, values.get("address") if nests else None))
     return [] if errors else rows
 
 
 def insert(model: type[InRisk], profile: Risk, rows: list[tuple[dict, dict | None]]) -> list[dict]:
-    """Insert planned rows (and nested addresses); return them as stored."""
+    """Insert planned rows (and nested addresses) in multi-row statements; return them as stored, with their ids."""
     stored = [row for row, _ in rows]
-    for start in range(0, len(stored), 500):
-        chunk = stored[start : start + 500]
-        ids = model.insert_many(chunk).returning(model.id).tuples().execute()
-        for row, (new_id,) in zip(chunk, ids, strict=False):
-            row["id"] = new_id
-    addresses: list[dict] = []
-    for row, nested in rows:
-        if nested:
-            address = {
-                "risk": profile.id,
-                "driver": row["id"],
-                "uuid": uuid.uuid4(),
-                "created": row["created"],
-                "updated": row["created"],
-            }
-            address.update(columns(Address, {k: None for k in render.fields(Address)}))
-            address.update(columns(Address, nested["data"]))
-            addresses.append(address)
-    for start in range(0, len(addresses), 500):
-        Address.insert_many(addresses[start : start + 500]).execute()
+    if not stored:
+        return stored
+    # Numbers are unique in the profile: the key that maps each new id back to its row.
+    ids = inserts.insert(model, insertable(model), stored, key="number", copy=True)
+    for row, new_id in zip(stored, ids, strict=True):
+        row["id"] = new_id
+    blank = dict.fromkeys(insertable(Address))
+    nested_rows = [(row, nested) for row, nested in rows if nested]
+    addresses = [
+        {
+            **blank,
+            **columns(Address, nested["data"]),
+            "risk": profile.id,
+            "driver": row["id"],
+            "uuid": new_uuid,
+            "created": row["created"],
+            "updated": row["created"],
+        }
+        for (row, nested), new_uuid in zip(nested_rows, inserts.new_uuids(len(nested_rows)), strict=True)
+    ]
+    if addresses:
+        inserts.insert(Address, insertable(Address), addresses, copy=True)
     return stored
+
+
+@functools.cache
+def insertable(model: type[InRisk]) -> tuple[str, ...]:
+    """Return the columns a created row sets: every field but the id."""
+    return tuple(name for name in model._meta.sorted_field_names if name != "id")
 
 
 def plan_update(profile: Risk, body: Any, errors: Errors) -> list[tuple[int, type[InRisk], int, dict, dict]]:

@@ -63,13 +63,16 @@ class Delete:
 
 
 def emit(risk: Risk, changed: list[dict], action: str) -> None:
-    """Record one event per changed object, in the write's transaction."""
+    """Record one event per changed object, in the write's transaction; no payload is built for an event nobody receives."""
     by_event: dict[str, list[dict]] = {}
     for item in changed:
         if item["object"] != "address":
-            by_event.setdefault(f"{item['object']}.{action}", []).append({**item, "risk": str(risk.uuid)})
-    for event, payloads in by_event.items():
-        outbox.record(risk.agency_id, event, payloads)
+            by_event.setdefault(f"{item['object']}.{action}", []).append(item)
+    risk_uuid = str(risk.uuid)
+    for event, items in by_event.items():
+        webhooks = outbox.subscribers(risk.agency_id, event)
+        if webhooks:
+            outbox.write(risk.agency_id, event, [{**item, "risk": risk_uuid} for item in items], webhooks)
 
 
 def _created(model: type[InRisk], stored: list[dict], include: list[str] | None) -> list[dict]:

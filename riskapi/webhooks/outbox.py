@@ -10,10 +10,12 @@ from typing import Any
 
 import orjson
 
-from models import timestamp, tuples, utcnow
+from models import inserts, timestamp, tuples, utcnow
 from models.webhooks import PENDING, PING, Delivery, Event, Webhook
 
-_CHUNK = 500
+# The columns each row sets (the others stay NULL), as Peewee's insert_many of these rows wrote them.
+_EVENT = ("uuid", "agency", "name", "created", "body")
+_DELIVERY = ("uuid", "webhook", "stored_event", "event", "status", "tries", "next_attempt", "generation", "created", "updated")
 
 
 def body(event_uuid: uuid.UUID | str, name: str, created: datetime.datetime, data: Any) -> bytes:
@@ -29,9 +31,19 @@ def record(agency_id: int, event: str, payloads: list[dict], keep: bool = False)
     """
     if not payloads:
         return []
-    webhooks = [webhook_id for (webhook_id,) in tuples(Webhook.subscribed(agency_id, event))]
+    webhooks = subscribers(agency_id, event)
     if not webhooks and not keep:
         return []
+    return write(agency_id, event, payloads, webhooks)
+
+
+def subscribers(agency_id: int, event: str) -> list[int]:
+    """Return the ids of the agency's active webhooks subscribed to an event (one indexed query)."""
+    return [webhook_id for (webhook_id,) in tuples(Webhook.subscribed(agency_id, event))]
+
+
+def write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int]) -> list[dict]:
+    """Write one event per payload and its deliveries to the given webhooks; return the events as {id, event, created}."""
     return _write(agency_id, event, payloads, webhooks)[0]
 
 
@@ -44,7 +56,7 @@ def ping(webhook: Webhook) -> dict:
 
 def _write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int]) -> tuple[list[dict], list[dict]]:
     now = utcnow()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for data in payloads:
         event_uuid = uuid.uuid4()
         rows.append(
@@ -56,16 +68,12 @@ def _write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int]
                 "body": body(event_uuid, event, now, data).decode(),
             }
         )
-    for start in range(0, len(rows), _CHUNK):
-        chunk = rows[start : start + _CHUNK]
-        ids = Event.insert_many(chunk).returning(Event.id).tuples().execute()
-        for row, (new_id,) in zip(chunk, ids, strict=True):
-            row["id"] = new_id
+    ids = inserts.insert(Event, _EVENT, rows, key="uuid", copy=True)
     deliveries = [
         {
             "uuid": uuid.uuid4(),
             "webhook": webhook_id,
-            "stored_event": row["id"],
+            "stored_event": event_id,
             "event": event,
             "status": PENDING,
             "tries": 0,
@@ -74,9 +82,9 @@ def _write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int]
             "created": now,
             "updated": now,
         }
-        for row in rows
+        for event_id in ids
         for webhook_id in webhooks
     ]
-    for start in range(0, len(deliveries), _CHUNK):
-        Delivery.insert_many(deliveries[start : start + _CHUNK]).execute()
+    if deliveries:
+        inserts.insert(Delivery, _DELIVERY, deliveries, copy=True)
     return [{"id": str(row["uuid"]), "event": event, "created": timestamp(now)} for row in rows], deliveries

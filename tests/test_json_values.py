@@ -1,0 +1,68 @@
+"""A list reads its rows from the database driver as they are (render.fetch): the JSON is the same as through Peewee."""
+
+import datetime
+import uuid
+
+import pytest
+
+import models
+from models.risk_data import KINDS, Building, Driver, Premise, Vehicle
+from models.tenancy import Risk
+from riskapi.services import render
+from riskapi.services.json_values import day, flag, identifier, moment
+
+
+def create(client, tenant, kind: str, items: list[dict]) -> list[dict]:
+    response = client.post(tenant.url(f"/{kind}"), json={"data": items}, headers=tenant.headers)
+    assert response.status_code == 201, response.text
+    return response.json()["data"]
+
+
+@pytest.fixture
+def filled(client, tenant):
+    """Rows of every kind with every column kind set, unset and at its edges."""
+    vehicle = create(client, tenant, "vehicles", [{"object": "vehicle", "data": {"year": 2020, "make": "Ford"}}])[0]
+    create(client, tenant, "vehicles", [{"object": "vehicle", "data": {}}])
+    drivers = [
+        {"first_name": "Ada", "date_of_birth": "1815-12-10", "is_employee": True, "is_contractor": False,
+         "percent_use": 0, "vehicle": vehicle["uuid"], "notes": "ﬁrst\u00a0ｌine\n\"quoted\"",
+         "address": {"object": "address", "data": {"address": "1 Main St", "city": "Austin", "state": "TX", "zip": "78701",
+                                                   "lat": 30.0, "lng": -97.75}}},
+        {"first_name": None, "hire_date": "9999-12-31", "license_expiration": "0001-01-01", "is_employee": None},
+        {},
+    ]  # fmt: skip
+    create(client, tenant, "drivers", [{"object": "driver", "data": data} for data in drivers])
+    premise = create(client, tenant, "premises", [{"object": "premise", "data": {"address": "HQ"}}])[0]
+    create(client, tenant, "buildings", [{"object": "building", "data": {"premise": premise["uuid"]}}])
+    with models.db.connection_context():
+        risk_id = Risk.get(Risk.uuid == tenant.risk).id
+        # A time with no microseconds is stored without them (isoformat's rule), and shown without them.
+        Driver.update(created=datetime.datetime(2026, 1, 2, 3, 4, 5)).where(Driver.risk == risk_id).execute()
+    return risk_id
+
+
+@pytest.mark.parametrize("model", [Driver, Vehicle, Premise, Building, KINDS["address"]])
+def test_rows_read_from_the_driver_render_as_rows_read_through_peewee(filled, model):
+    with models.db.connection_context():
+        typed = list(render.select(model).where(model.risk == filled).order_by(model.id))
+        raw = render.fetch(model, render.select_all(model).where(model.risk == filled).order_by(model.id))
+        assert len(raw) == len(typed) > 0
+        assert render.envelopes(model, raw, include=["address", "vehicle", "premise", "buildings"]) == render.envelopes(
+            model, typed, include=["address", "vehicle", "premise", "buildings"]
+        )
+
+
+def test_each_converter_reads_every_form_a_value_comes_in():
+    stamp = datetime.datetime(2026, 11, 25, 3, 4, 5, 6)
+    assert moment("2026-11-25 03:04:05.000006") == moment(stamp) == "2026-11-25T03:04:05.000006+00:00"
+    assert moment("2026-11-25 03:04:05") == moment(stamp.replace(microsecond=0)) == "2026-11-25T03:04:05+00:00"
+    assert moment("2026-11-25") == "2026-11-25T00:00:00+00:00"  # another text Peewee reads
+    assert moment("not a time") == "not a time"
+    assert moment(None) is None
+    assert day("1815-12-10") == day(datetime.date(1815, 12, 10)) == "1815-12-10"
+    assert day(datetime.datetime(1815, 12, 10, 1, 2)) == "1815-12-10"
+    assert day(None) is None
+    ident = uuid.uuid4()
+    assert identifier(ident.hex) == identifier(str(ident)) == identifier(str(ident).upper()) == identifier(ident) == str(ident)
+    assert identifier(None) is None
+    assert flag(1) is True and flag(0) is False and flag(True) is True and flag(None) is None
