@@ -2,14 +2,30 @@
 
 import contextlib
 import datetime
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import peewee
 from playhouse.db_url import connect as url_connect
+from playhouse.db_url import parse as url_parse
 
 db = peewee.DatabaseProxy()
+
+
+class SqliteDatabase(peewee.SqliteDatabase):
+    """SQLite, whose write transactions in one process take turns on a lock of their own before the file's.
+
+    SQLite has one writer at a time, and a connection that finds the file locked sleeps in SQLite's busy
+    handler, in steps of up to 100 ms, whenever the writer lets go. Threads of one process (the API's
+    handlers; a worker's relay, claims and recorder) that wait on a lock start the moment the one before
+    them commits; only writers in other processes still meet the busy handler.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.write_turns = threading.RLock()  # reentrant: atomic() inside atomic() is a savepoint
 
 
 def utcnow() -> datetime.datetime:
@@ -27,11 +43,11 @@ def timestamp(value: datetime.datetime) -> str:
 def bind(database_url: str) -> peewee.Database:
     """Open the database named by a URL and bind every model to it."""
     if database_url.startswith("sqlite"):
-        database = url_connect(
-            database_url,
-            pragmas={"journal_mode": "wal", "foreign_keys": 1, "busy_timeout": 10000, "synchronous": "normal"},
-            check_same_thread=False,
-        )
+        pragmas = {"journal_mode": "wal", "foreign_keys": 1, "busy_timeout": 10000, "synchronous": "normal"}
+        if database_url.startswith("sqlite://"):
+            database = SqliteDatabase(**url_parse(database_url), pragmas=pragmas, check_same_thread=False)
+        else:  # Peewee's other SQLite schemes (sqliteext://, ...)
+            database = url_connect(database_url, pragmas=pragmas, check_same_thread=False)
     else:
         if database_url.startswith("postgresql://") or database_url.startswith("postgres://"):
             database_url = "postgresql+pool://" + database_url.split("://", 1)[1]
@@ -96,9 +112,17 @@ def is_sqlite() -> bool:
 
 def atomic() -> contextlib.AbstractContextManager[Any]:
     """Open a write transaction; SQLite takes its write lock up front to avoid upgrade deadlocks."""
+    if isinstance(db.obj, SqliteDatabase):
+        return _in_turn(db.obj)
     if is_sqlite():
         return db.atomic("IMMEDIATE")
     return db.atomic()
+
+
+@contextlib.contextmanager
+def _in_turn(database: SqliteDatabase) -> Iterator[None]:
+    with database.write_turns, database.atomic("IMMEDIATE"):
+        yield
 
 
 class BaseModel(peewee.Model):

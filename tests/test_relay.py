@@ -134,6 +134,29 @@ def test_a_pass_takes_at_most_its_limit(relay, waiting):
     assert relay.relay_pending(limit=2) == 0
 
 
+def test_a_full_pass_takes_each_webhooks_oldest_ahead_of_a_backlog(relay, waiting, db_tenant):
+    """A webhook's one new delivery goes in the next pass, not after the passes another webhook's burst needs."""
+    burst = waiting(5)
+    other = Webhook.create(
+        agency=db_tenant.agency.id, type="custom", url="https://other.example.com/in", events=pack_events(["x.y"]), secret="s"
+    )
+    with models.atomic():
+        outbox.record(db_tenant.agency.id, "x.y", [{"n": "new"}])  # one more to the burst's webhook, one to the other
+    [new] = Delivery.select().where(Delivery.webhook == other.id)
+    assert relay.relay_pending(limit=3) == 3
+    assert fresh(new).relayed is not None
+    assert [fresh(row).relayed is not None for row in burst] == [True, True, False, False, False]  # the rest keep their order
+    assert relay.relay_pending(limit=3) == 3
+    assert [fresh(row).relayed is not None for row in burst] == [True, True, True, True, True]
+
+
+def test_a_pass_that_is_not_full_takes_all_in_order(relay, waiting):
+    """No backlog, no reordering: a pass below its limit takes every waiting delivery (one statement)."""
+    rows = waiting(3)
+    assert relay.relay_pending(limit=4) == 3
+    assert all(fresh(row).relayed is not None for row in rows)
+
+
 def test_settled_deliveries_are_not_relayed(relay, waiting):
     """Only pending deliveries wait for the relay."""
     [row] = waiting(1)
