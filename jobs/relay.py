@@ -5,7 +5,9 @@ Any number of relays may run (one per worker process) against one database and o
 * `relay_pending` takes waiting deliveries (`relayed IS NULL`) under a row lock (PostgreSQL:
   `FOR UPDATE SKIP LOCKED`; SQLite: its single writer lock), bumps their generation, records the
   batch job that will carry each (jobs.queue.plan), commits, and only then enqueues the jobs. If
-  Redis is unreachable the rows are handed back and tried again.
+  Redis is unreachable the rows are handed back and tried again. Oldest first, but a pass that cannot
+  take them all puts each webhook's oldest waiting delivery ahead (up to HEADS, newest of them first):
+  one webhook's burst fills passes, not another webhook's wait.
 * `rescue` finds pending deliveries whose job should have run long ago (`stale_after` seconds) and
   that RQ will not run: the job vanished (Redis restarted empty, or the relay died between commit
   and enqueue), ended without settling the delivery, was taken or started by a worker that died
@@ -76,8 +78,9 @@ class Relay:
             if len(rows) == limit:
                 # A backlog: each webhook's oldest waiting delivery goes first, so a webhook with one new
                 # delivery does not wait for the passes that take another's burst (bench/isolation.py).
+                # Newest heads first: a webhook whose oldest waiting delivery is new has no backlog of its own.
                 heads = Delivery.select(peewee.fn.MIN(Delivery.id)).where(waiting).group_by(Delivery.webhook)
-                ahead = self._take(waiting & Delivery.id.in_(heads), HEADS)
+                ahead = self._take(waiting & Delivery.id.in_(heads), HEADS, Delivery.id.desc())
                 taken = {row[0] for row in ahead}
                 rows = ahead + [row for row in rows if row[0] not in taken][: limit - len(ahead)]
             if not rows:
@@ -101,12 +104,12 @@ class Relay:
         return len(rows)
 
     @staticmethod
-    def _take(where: peewee.Expression, limit: int) -> list[tuple]:
-        """Select and lock up to `limit` waiting deliveries, oldest first, as (id, uuid, generation, tries, webhook)."""
+    def _take(where: peewee.Expression, limit: int, order: peewee.Node = Delivery.id) -> list[tuple]:
+        """Select and lock up to `limit` deliveries in `order` (oldest first), as (id, uuid, generation, tries, webhook)."""
         query = (
             Delivery.select(Delivery.id, Delivery.uuid, Delivery.generation, Delivery.tries, Delivery.webhook)
             .where(where)
-            .order_by(Delivery.id)
+            .order_by(order)
             .limit(limit)
         )
         if not models.is_sqlite():
