@@ -112,10 +112,9 @@ class Engine:
         """Put claimed (delivery, webhook, generation, due) at the end of their webhooks' lines, each due no
         earlier than the paced slot it reserves."""
         per_webhook = collections.Counter(webhook.id for _, webhook, _, _ in entries)
-        for webhook_id in per_webhook:
-            self.slow.ask(webhook_id)
+        self.slow.ask(per_webhook)
         clock = time.time()
-        slots = {webhook_id: iter(self.pacer.reserve(webhook_id, n)) for webhook_id, n in per_webhook.items()}
+        slots = {webhook_id: iter(waits) for webhook_id, waits in self.pacer.reserve_many(dict(per_webhook)).items()}
         lease = time.monotonic() + claims.lease_for(self.settings).total_seconds()
         with self._cond:
             for delivery, webhook, generation, due in entries:

@@ -39,6 +39,7 @@ class Pacer:
         self.rate = rate
         self.prefix = prefix
         self._interval_us = int(1_000_000 / rate) if rate > 0 else 0
+        self._connection = connection
         self._script = connection.register_script(_RESERVE) if rate > 0 else None
         self._local: dict[int, float] = {}  # webhook id -> monotonic next free moment, used without Redis
         self._lock = threading.Lock()
@@ -49,14 +50,26 @@ class Pacer:
 
     def reserve(self, webhook_id: int, slots: int = 1) -> list[float]:
         """Reserve the next `slots` attempts of a webhook; return the seconds to wait before each (0 without a rate)."""
-        if self._script is None or slots <= 0:
-            return [0.0] * max(slots, 0)
+        return self.reserve_many({webhook_id: slots})[webhook_id]
+
+    def reserve_many(self, wanted: dict[int, int]) -> dict[int, list[float]]:
+        """Reserve {webhook id: slots} in one round trip; return each webhook's waits, as `reserve` does."""
+        if self._script is None:
+            return {webhook_id: [0.0] * max(slots, 0) for webhook_id, slots in wanted.items()}
+        asked = {webhook_id: slots for webhook_id, slots in wanted.items() if slots > 0}
         interval = self._interval_us / 1_000_000
         try:
-            first = int(self._script(keys=[self.key(webhook_id)], args=[self._interval_us, slots])) / 1_000_000
+            with self._connection.pipeline(transaction=False) as pipe:
+                for webhook_id, slots in asked.items():
+                    self._script(keys=[self.key(webhook_id)], args=[self._interval_us, slots], client=pipe)
+                firsts = [int(us) / 1_000_000 for us in pipe.execute()]
         except (redis.RedisError, OSError):
-            first = self._reserve_here(webhook_id, slots)
-        return [first + i * interval for i in range(slots)]
+            firsts = [self._reserve_here(webhook_id, slots) for webhook_id, slots in asked.items()]
+        waits = {
+            webhook_id: [first + i * interval for i in range(slots)]
+            for (webhook_id, slots), first in zip(asked.items(), firsts, strict=True)
+        }
+        return {webhook_id: waits.get(webhook_id, []) for webhook_id in wanted}
 
     def _reserve_here(self, webhook_id: int, slots: int) -> float:
         now = time.monotonic()

@@ -8,9 +8,12 @@ with RQ's Retry for the rest. Job ids are deterministic, so the relay's rescue c
 
 Two lanes for first attempts: of a relay pass larger than BATCH_SIZE (a burst), each webhook's first
 delivery goes on the queue, the rest on `<queue>:bulk`, which workers serve only while the queue is empty
-(`lanes`). A burst of one webhook, or of a few hundred, thus never stands in RQ ahead of another webhook's
-new delivery: it stands behind one job per 25 of its webhooks, and the rest of each webhook's burst waits
-in its line (jobs.lines) anyway. A pass no larger than a batch keeps to the queue: it delays nobody.
+(`lanes`); a burst that spans passes has its first on the queue in its first pass only. A burst of one
+webhook, or of a few hundred, thus never stands in RQ ahead of another webhook's new delivery: it stands
+behind one job per 25 of its webhooks, once, and the rest of each webhook's burst waits in its line
+(jobs.lines) anyway. A pass no larger than a batch keeps to the queue: it delays nobody. One RQ thread of
+each worker serves the queue alone (jobs.runtime.worker), so a bulk batch in every other thread's hands
+never holds a new delivery back.
 """
 
 from __future__ import annotations
@@ -58,18 +61,28 @@ def bulk(connection: redis.Redis, name: str) -> Queue:
     return Queue(f"{name}:bulk", connection=connection)
 
 
-def lanes(deliveries: list[tuple], size: int = BATCH_SIZE) -> tuple[list[tuple], list[tuple]]:
+def lanes(
+    deliveries: list[tuple], size: int = BATCH_SIZE, bursting: Iterable[int] = ()
+) -> tuple[list[tuple], list[tuple], set[int]]:
     """Split a relay pass's (delivery id, uuid, generation, tries, webhook id) tuples, in order, into the queue's and
-    the bulk lane's (without the webhook id): all on the queue up to `size`, else each webhook's first."""
+    the bulk lane's (without the webhook id): all on the queue up to `size`, else each webhook's first, but for
+    webhooks still `bursting` (whose first went on the queue in the relay's previous pass); also return the
+    webhooks bursting in this pass (those with deliveries in the bulk lane), for the next."""
     if len(deliveries) <= size:
-        return [delivery[:4] for delivery in deliveries], []
-    seen: set[int] = set()
+        return [delivery[:4] for delivery in deliveries], [], set()
+    seen: set[int] = set(bursting)
     first: list[tuple] = []
     rest: list[tuple] = []
+    burst: set[int] = set()
     for delivery in deliveries:
-        (rest if delivery[4] in seen else first).append(delivery[:4])
-        seen.add(delivery[4])
-    return first, rest
+        webhook = delivery[4]
+        if webhook in seen:
+            rest.append(delivery[:4])
+            burst.add(webhook)
+        else:
+            first.append(delivery[:4])
+            seen.add(webhook)
+    return first, rest, burst
 
 
 def job_id(delivery_uuid: uuid.UUID, generation: int) -> str:

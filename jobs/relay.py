@@ -64,6 +64,7 @@ class Relay:
         self.queue = jobs_queue.queue(connection, settings.webhook_queue)
         self.bulk = jobs_queue.bulk(connection, settings.webhook_queue)
         self.retries = jobs_queue.retries(connection, settings.webhook_queue)
+        self.bursting: set[int] = set()  # webhooks with deliveries in the bulk lane of the previous pass (jobs.queue.lanes)
         self.redis_outage: Outage = redis_outage or Outage("Redis", log)
         self.database_outage: Outage = database_outage or Outage("database", log)
 
@@ -87,7 +88,7 @@ class Relay:
                 return 0
             ids = [row[0] for row in rows]
             items = [(delivery_id, uuid, generation + 1, tries, hook) for delivery_id, uuid, generation, tries, hook in rows]
-            first, rest = jobs_queue.lanes(items)
+            first, rest, self.bursting = jobs_queue.lanes(items, bursting=self.bursting)
             planned, bulk = jobs_queue.plan(first), jobs_queue.plan(rest, jobs_queue.BULK_BATCH_SIZE)
             Delivery.update(relayed=now, generation=Delivery.generation + 1, batch=None).where(Delivery.id.in_(ids)).execute()
             for name, group in planned + bulk:

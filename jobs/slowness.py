@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 
 import redis
 
@@ -54,20 +55,26 @@ class SlowMarks:
             if len(self._proven) > 10_000:  # forget webhooks not heard from lately
                 self._proven = {k: v for k, v in self._proven.items() if v > now}
 
-    def ask(self, webhook_id: int) -> None:
-        """Learn, at most once a second per webhook, whether another process marked it slow."""
+    def ask(self, webhook_ids: Iterable[int]) -> None:
+        """Learn, at most once a second per webhook, whether another process marked them slow (one round trip)."""
         now = time.monotonic()
         with self._lock:
-            if now - self._asked.get(webhook_id, -10.0) < 1.0:
-                return
-            self._asked[webhook_id] = now
+            due = [w for w in webhook_ids if now - self._asked.get(w, -10.0) >= 1.0]
+            for webhook_id in due:
+                self._asked[webhook_id] = now
+        if not due:
+            return
         try:
-            left = self.connection.pttl(self.key(webhook_id))
+            with self.connection.pipeline(transaction=False) as pipe:
+                for webhook_id in due:
+                    pipe.pttl(self.key(webhook_id))
+                lefts = pipe.execute()
         except (redis.RedisError, OSError):
             return  # unknown: the local view stands
-        if left and left > 0:
-            with self._lock:
-                self._until[webhook_id] = max(self._until.get(webhook_id, 0.0), now + left / 1000)
+        with self._lock:
+            for webhook_id, left in zip(due, lefts, strict=True):
+                if left and left > 0:
+                    self._until[webhook_id] = max(self._until.get(webhook_id, 0.0), now + left / 1000)
 
     def mark(self, webhook_id: int) -> None:
         """Mark a webhook slow here and, for every other process, in Redis."""

@@ -32,6 +32,18 @@ def test_slots_are_one_interval_apart_for_every_pacer_sharing_redis(redis_url):
     connection.delete(one.key(7), one.key(8))
 
 
+def test_several_webhooks_reserve_in_one_round_trip_as_one_by_one(redis_url):
+    prefix = f"riskapi:pace:test-{uuid.uuid4().hex}"
+    connection = redis.Redis.from_url(redis_url)
+    one, other = Pacer(connection, RATE, prefix), Pacer(connection, RATE, prefix)
+    other.reserve(7, 2)  # webhook 7 has two slots taken already; 8 none
+    waits = one.reserve_many({7: 2, 8: 1, 9: 0})
+    assert set(waits) == {7, 8, 9} and waits[9] == []
+    assert 0.15 <= waits[7][0] <= 0.21 and round(waits[7][1] - waits[7][0], 3) == 0.1, waits
+    assert waits[8][0] < 0.01, waits
+    connection.delete(one.key(7), one.key(8))
+
+
 def test_without_a_rate_nothing_waits_and_redis_is_not_asked():
     pacer = Pacer(redis.Redis(port=1), 0, "riskapi:pace:none")  # nothing listens on port 1
     assert pacer.reserve(1, 3) == [0.0, 0.0, 0.0]

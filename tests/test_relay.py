@@ -121,8 +121,31 @@ def test_a_burst_beyond_each_webhooks_first_delivery_takes_the_bulk_lane(redis_c
 def test_lanes_keep_the_order_and_a_small_pass_on_the_queue():
     """jobs.queue.lanes: a pass within a batch all on the queue; a larger one each webhook's first, in the pass's order."""
     deliveries = [(1, "a", 1, 0, 7), (2, "b", 1, 0, 8), (3, "c", 1, 0, 7), (4, "d", 1, 0, 9), (5, "e", 1, 0, 8)]
-    assert jobs_queue.lanes(deliveries, 5) == ([d[:4] for d in deliveries], [])
-    assert jobs_queue.lanes(deliveries, 4) == ([(1, "a", 1, 0), (2, "b", 1, 0), (4, "d", 1, 0)], [(3, "c", 1, 0), (5, "e", 1, 0)])
+    assert jobs_queue.lanes(deliveries, 5) == ([d[:4] for d in deliveries], [], set())
+    first, rest, bursting = jobs_queue.lanes(deliveries, 4)
+    assert (first, rest) == ([(1, "a", 1, 0), (2, "b", 1, 0), (4, "d", 1, 0)], [(3, "c", 1, 0), (5, "e", 1, 0)])
+    assert bursting == {7, 8}  # 9 had one delivery: not a burst
+    # A burst that spans passes had its first on the queue in the previous pass: now all of it is bulk.
+    first, rest, bursting = jobs_queue.lanes(deliveries, 4, bursting={7, 9})
+    assert (first, rest) == ([(2, "b", 1, 0)], [(1, "a", 1, 0), (3, "c", 1, 0), (4, "d", 1, 0), (5, "e", 1, 0)])
+    assert bursting == {7, 8, 9}
+    assert jobs_queue.lanes(deliveries, 5, bursting={7}) == ([d[:4] for d in deliveries], [], set())  # a small pass
+
+
+def test_a_burst_over_several_passes_puts_only_new_webhooks_first_deliveries_on_the_queue(relay, waiting, db_tenant):
+    """The second pass of one webhook's burst goes to the bulk lane; another webhook's new delivery to the queue."""
+    waiting(60)
+    assert relay.relay_pending(limit=30) == 30
+    assert [len(relay.queue), len(relay.bulk)] == [1, 1]  # the first delivery alone; 29 in one bulk batch
+    other = Webhook.create(
+        agency=db_tenant.agency.id, type="custom", url="https://other.example.com/in", events=pack_events(["x.y"]), secret="s"
+    )
+    with models.atomic():
+        outbox.record(db_tenant.agency.id, "x.y", [{"n": "new"}])
+    [new] = Delivery.select().where(Delivery.webhook == other.id)
+    assert relay.relay_pending(limit=30) == 30
+    assert [len(relay.queue), len(relay.bulk)] == [2, 2]  # the other webhook's delivery alone on the queue
+    assert relay.queue.jobs[-1].args == (new.id, 1)
 
 
 def test_a_pass_takes_at_most_its_limit(relay, waiting):

@@ -15,6 +15,7 @@ outages out by itself, and the main worker starts it again within seconds if it 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -62,9 +63,9 @@ class DeliveryProcess:
         self.helpers: list = []  # the helper threads' current RQ workers
         self.helper_threads: list = []
 
-    def thread_worker(self) -> ThreadWorker:
-        """Build an RQ worker for a helper thread."""
-        worker = ThreadWorker(self.queues, connection=self.connection)
+    def thread_worker(self, first_only: bool = False) -> ThreadWorker:
+        """Build an RQ worker for a helper thread (first_only: of the queue of first attempts alone)."""
+        worker = ThreadWorker(self.queues[:1] if first_only else self.queues, connection=self.connection)
         worker.database_outage, worker.engine = self.database_outage, self.engine
         return worker
 
@@ -83,7 +84,10 @@ class DeliveryProcess:
         if not self.burst:
             threading.Thread(target=self.relay.run, args=(self.stop,), name="relay", daemon=True).start()
         for number in range(self.threads - 1):
-            args = (self.thread_worker, self.stop, self.burst, self.helpers, self.connection, self.redis_outage)
+            # One helper serves first attempts alone: a bulk batch or a retry in every other thread's hands
+            # never holds a webhook's new delivery back (bench/isolation.py).
+            make = functools.partial(self.thread_worker, first_only=number == 0)
+            args = (make, self.stop, self.burst, self.helpers, self.connection, self.redis_outage)
             thread = threading.Thread(target=_serve_jobs, args=args, name=f"delivery-{number + 1}", daemon=True)
             thread.start()
             self.helper_threads.append(thread)

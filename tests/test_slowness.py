@@ -1,0 +1,34 @@
+"""jobs.slowness: a webhook marked slow by one worker process is known to the others, asked in one round trip."""
+
+import time
+import uuid
+
+import redis
+
+from jobs.slowness import SlowMarks
+
+
+def test_marks_made_in_one_process_are_learnt_by_another_for_many_webhooks_at_once(redis_url):
+    queue = f"slow-{uuid.uuid4().hex[:8]}"
+    connection = redis.Redis.from_url(redis_url)
+    one, other = SlowMarks(connection, queue, 30.0), SlowMarks(connection, queue, 30.0)
+    one.mark(1)
+    one.mark(3)
+    now = time.monotonic()
+    assert not other.is_slow(1, now)  # not asked yet
+    other.ask([1, 2, 3])
+    now = time.monotonic()
+    assert [other.is_slow(w, now) for w in (1, 2, 3)] == [True, False, True]
+    assert not other.is_slow(1, now + 31)  # the mark's time runs out here too
+    connection.delete(one.key(1), one.key(3))
+
+
+def test_a_webhook_is_asked_about_at_most_once_a_second(redis_url):
+    queue = f"slow-{uuid.uuid4().hex[:8]}"
+    connection = redis.Redis.from_url(redis_url)
+    one, other = SlowMarks(connection, queue, 30.0), SlowMarks(connection, queue, 30.0)
+    other.ask([5])
+    one.mark(5)
+    other.ask([5])  # within the second: Redis is not asked again
+    assert not other.is_slow(5, time.monotonic())
+    connection.delete(one.key(5))
