@@ -6,8 +6,8 @@ Any number of relays may run (one per worker process) against one database and o
   `FOR UPDATE SKIP LOCKED`; SQLite: its single writer lock), bumps their generation, records the
   batch job that will carry each (jobs.queue.plan), commits, and only then enqueues the jobs. If
   Redis is unreachable the rows are handed back and tried again. Oldest first, but a pass that cannot
-  take them all puts each webhook's oldest waiting delivery ahead (up to HEADS, newest of them first):
-  one webhook's burst fills passes, not another webhook's wait.
+  take them all puts each webhook's oldest waiting delivery ahead (up to HEADS, newest of them first,
+  among the newest HEADS_WINDOW deliveries): one webhook's burst fills passes, not another webhook's wait.
 * `rescue` finds pending deliveries whose job should have run long ago (`stale_after` seconds) and
   that RQ will not run: the job vanished (Redis restarted empty, or the relay died between commit
   and enqueue), ended without settling the delivery, was taken or started by a worker that died
@@ -45,8 +45,10 @@ from riskapi.webhooks import wakeups as wake
 log = logging.getLogger("riskapi.relay")
 
 BATCH = 500
-# Of a full pass, at most this many are webhooks' oldest deliveries taken ahead of the rest.
+# Of a full pass, at most this many are webhooks' oldest deliveries taken ahead of the rest, found among
+# the newest HEADS_WINDOW deliveries.
 HEADS = 100
+HEADS_WINDOW = 10_000
 
 
 class Relay:
@@ -80,8 +82,15 @@ class Relay:
                 # A backlog: each webhook's oldest waiting delivery goes first, so a webhook with one new
                 # delivery does not wait for the passes that take another's burst (bench/isolation.py).
                 # Newest heads first: a webhook whose oldest waiting delivery is new has no backlog of its own.
-                heads = Delivery.select(peewee.fn.MIN(Delivery.id)).where(waiting).group_by(Delivery.webhook)
-                ahead = self._take(waiting & Delivery.id.in_(heads), HEADS, Delivery.id.desc())
+                # Only the newest HEADS_WINDOW deliveries are looked at, so a pass costs the same whatever
+                # the backlog (after a long Redis outage, millions may wait).
+                # Two statements, not one with a subquery: PostgreSQL planned that one, on the statistics of a
+                # table a burst had just filled, as a rescan per row (seconds a pass).
+                newest = Delivery.select(peewee.fn.MAX(Delivery.id)).scalar() or 0
+                head = peewee.fn.MIN(Delivery.id)
+                heads = Delivery.select(head).where(waiting & (Delivery.id > newest - HEADS_WINDOW)).group_by(Delivery.webhook)
+                found = [first for (first,) in models.tuples(heads.order_by(head.desc()).limit(HEADS))]
+                ahead = self._take(waiting & Delivery.id.in_(found), HEADS, Delivery.id.desc()) if found else []
                 taken = {row[0] for row in ahead}
                 rows = ahead + [row for row in rows if row[0] not in taken][: limit - len(ahead)]
             if not rows:
