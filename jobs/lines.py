@@ -37,6 +37,7 @@ import models
 from jobs import claims, send
 from jobs.https import transport
 from jobs.https.connections import Pool
+from jobs.https.dialing import Watchdog
 from jobs.outages import DATABASE_ERRORS, Outage
 from jobs.pacing import Pacer
 from jobs.recorder import Claimed, Recorder
@@ -79,6 +80,7 @@ class Engine:
         self.settings = settings
         self.connection = connection
         self.pool = pool if pool is not None else Pool()  # kept TLS connections, shared by the pool threads
+        self.watchdog = Watchdog()  # one thread keeps every attempt's deadline (a timer thread each cost a tenth of the CPU)
         self.database_outage = database_outage or Outage("database", log)
         self.capacity = max(settings.webhook_in_flight, 1)
         self.per_webhook = max(settings.webhook_per_webhook, 1)
@@ -176,7 +178,7 @@ class Engine:
         """Make one attempt (no database here) and pass its outcome to the recorder."""
         started = utcnow()
         try:
-            result = send.send(item.delivery, webhook, self.settings, self.pool, started)
+            result = send.send(item.delivery, webhook, self.settings, self.pool, started, self.watchdog)
         except Exception as exc:  # a bug must not keep the webhook's slot forever
             log.exception("delivery %s: attempt failed unexpectedly", item.delivery.uuid)
             result = transport.Result(None, f"internal error: {type(exc).__name__}", 0)

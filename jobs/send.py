@@ -13,6 +13,7 @@ import uuid
 
 from jobs.https import transport
 from jobs.https.connections import Pool
+from jobs.https.dialing import Watchdog
 from models.webhooks import Delivery, Webhook
 from riskapi import __version__
 from riskapi.config import Settings
@@ -21,8 +22,15 @@ from riskapi.webhooks import signing
 USER_AGENT = f"riskapi-webhooks/{__version__}"
 
 
-def send(delivery: Delivery, webhook: Webhook, settings: Settings, pool: Pool | None, now: datetime.datetime) -> transport.Result:
-    """POST one attempt of a loaded delivery to its webhook, signed by the secrets valid at `now`."""
+def send(
+    delivery: Delivery,
+    webhook: Webhook,
+    settings: Settings,
+    pool: Pool | None,
+    now: datetime.datetime,
+    watchdog: Watchdog | None = None,
+) -> transport.Result:
+    """POST one attempt of a loaded delivery to its webhook, signed by the secrets valid at `now`; watchdog keeps its deadline."""
     body = delivery.stored_event.body.encode()
     return transport.post(
         webhook.url,
@@ -32,6 +40,7 @@ def send(delivery: Delivery, webhook: Webhook, settings: Settings, pool: Pool | 
         allow_private=settings.webhook_allow_private,
         ca_bundle=settings.webhook_ca_bundle or None,
         pool=pool,
+        watchdog=watchdog,
     )
 
 

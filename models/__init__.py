@@ -2,6 +2,7 @@
 
 import contextlib
 import datetime
+import select
 import threading
 import uuid
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from typing import Any
 import peewee
 from playhouse.db_url import connect as url_connect
 from playhouse.db_url import parse as url_parse
+from playhouse.pool import PooledPostgresqlDatabase
 
 db = peewee.DatabaseProxy()
 
@@ -26,6 +28,37 @@ class SqliteDatabase(peewee.SqliteDatabase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.write_turns = threading.RLock()  # reentrant: atomic() inside atomic() is a savepoint
+
+
+class PostgresqlPool(PooledPostgresqlDatabase):
+    """Pooled PostgreSQL connections, each checked at check-out without a round trip.
+
+    Peewee's pool sends `SELECT 1` on every check-out (a request, a relay pass, a recorder batch): a
+    round trip, with its cost on both ends, before any work. An idle connection the server has let go
+    (restart, crash, `pg_terminate_backend`, idle timeout) has its last message or its end of stream
+    waiting on the socket, so a connection with anything to read, or in an unknown state, is
+    discarded and a new one opened instead; only a connection whose host vanished without a word
+    (no FIN) passes, and its first query then fails as the ping would have: slowly, then a 503.
+    """
+
+    def _is_closed(self, conn: Any) -> bool:
+        if conn.closed:
+            return True
+        adapter = self._adapter
+        status = adapter.txn_status(conn)
+        if status == adapter.txn_unknown:
+            return True
+        if status != adapter.txn_idle:  # left in a transaction: roll it back, as Peewee's own check does
+            try:
+                adapter.rollback(conn)
+            except Exception:  # any failure means the connection is not to be reused
+                return True
+            return False
+        try:
+            readable, _, _ = select.select([conn.fileno()], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
 
 
 def utcnow() -> datetime.datetime:
@@ -49,9 +82,11 @@ def bind(database_url: str) -> peewee.Database:
         else:  # Peewee's other SQLite schemes (sqliteext://, ...)
             database = url_connect(database_url, pragmas=pragmas, check_same_thread=False)
     else:
-        if database_url.startswith("postgresql://") or database_url.startswith("postgres://"):
-            database_url = "postgresql+pool://" + database_url.split("://", 1)[1]
-        database = url_connect(database_url, max_connections=32, stale_timeout=300, autorollback=True)
+        pool = {"max_connections": 32, "stale_timeout": 300, "autorollback": True}
+        if database_url.split("://", 1)[0] in {"postgresql", "postgres", "postgresql+pool"}:
+            database = PostgresqlPool(**url_parse("postgresql://" + database_url.split("://", 1)[1]), **pool)
+        else:  # Peewee's other schemes, as they are
+            database = url_connect(database_url, **pool)
     db.initialize(database)
     return database
 
@@ -67,8 +102,8 @@ def ensure_connection() -> None:
         db.connect(reuse_if_open=True)
         return
     if db.is_closed():
-        # A check-out: the pool pings the connection itself first (playhouse.pool's _is_closed runs
-        # SELECT 1) and replaces a dropped one, so a second ping here would only cost a round trip.
+        # A check-out: the pool checks the connection first (PostgresqlPool._is_closed) and replaces a
+        # dropped one, so a ping here would only cost a round trip.
         db.connect()
         return
     try:

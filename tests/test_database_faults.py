@@ -8,7 +8,9 @@ import threading
 import time
 
 import httpx
+import psycopg2
 import pytest
+from playhouse.db_url import parse as url_parse
 
 from tests.support import make_tenant
 from tests.test_error_examples import example
@@ -156,3 +158,31 @@ def test_database_down_answers_503_then_recovers(server, settings, tmp_path):
     assert "Traceback" not in text, text[-2000:]
     # One line when the database goes, not one per request.
     assert text.count("database unavailable") == 1, text[-2000:]
+
+
+def test_a_pooled_connection_is_checked_out_without_a_round_trip_and_a_cut_one_is_replaced(settings):
+    import models
+
+    pool = models.PostgresqlPool(**url_parse(settings.database_url), max_connections=2)
+    with psycopg2.connect(settings.database_url) as watcher_conn:
+        watcher_conn.autocommit = True
+        watcher = watcher_conn.cursor()
+
+        def last_query(pid: int) -> str:
+            watcher.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", (pid,))
+            row = watcher.fetchone()
+            return row[0] if row else ""
+
+        with pool.connection_context():
+            pid = pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0]
+            pool.execute_sql("SELECT 'the last words before check-in'")
+        with pool.connection_context():
+            # Checked out again: nothing was sent to see that it lives.
+            assert last_query(pid) == "SELECT 'the last words before check-in'"
+            assert pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0] == pid
+        watcher.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        wait_until(lambda: last_query(pid) == "", timeout=10)
+        with pool.connection_context():
+            # The cut one said so on its socket: discarded at check-out, a new one opened, no error.
+            assert pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0] != pid
+    pool.close_all()

@@ -17,6 +17,8 @@ from toolkit.receiver import Receiver, Reply
 BODY = b'{"event":"risk.updated","score":0.73}'
 # Kept connections, as a worker's engine holds them (each receiver has its own port, so its own keys).
 POOL = Pool()
+# One thread keeps every attempt's deadline, as a worker's engine has it.
+WATCHDOG = dialing.Watchdog()
 
 
 @pytest.fixture
@@ -31,6 +33,7 @@ def deliver(rx: Receiver, *, timeout: float = 2.0, url: str | None = None, **kwa
     kwargs.setdefault("allow_private", True)
     kwargs.setdefault("ca_bundle", rx.ca_path)
     kwargs.setdefault("pool", POOL)
+    kwargs.setdefault("watchdog", WATCHDOG)
     return post(url or rx.url, BODY, kwargs.pop("headers", {}), timeout=timeout, **kwargs)
 
 
@@ -147,11 +150,12 @@ def test_huge_response_is_not_read_to_the_end(rx):
 # --- deadlines ----------------------------------------------------------------
 
 
-def test_stall_fails_at_timeout(rx):
+@pytest.mark.parametrize("keeper", [WATCHDOG, None], ids=["watchdog", "own-timer"])
+def test_stall_fails_at_timeout(rx, keeper):
     """A receiver that never answers costs exactly the timeout."""
     rx.responses.append(Reply(200, delay=10))
     started = time.monotonic()
-    result = deliver(rx, timeout=1.0)
+    result = deliver(rx, timeout=1.0, watchdog=keeper)
     elapsed = time.monotonic() - started
     assert result.status is None and not result.ok
     assert result.error == "timed out after 1.0 s"
@@ -159,25 +163,41 @@ def test_stall_fails_at_timeout(rx):
     assert 900 <= result.duration_ms <= 2000
 
 
-def test_trickle_fails_at_total_deadline(rx):
+@pytest.mark.parametrize("keeper", [WATCHDOG, None], ids=["watchdog", "own-timer"])
+def test_trickle_fails_at_total_deadline(rx, keeper):
     """A byte every 0.3 s defeats per-read timeouts but not a total deadline."""
     rx.responses.append(Reply(200, body=b"x" * 100, trickle=0.3))
     started = time.monotonic()
-    result = deliver(rx, timeout=1.0)
+    result = deliver(rx, timeout=1.0, watchdog=keeper)
     elapsed = time.monotonic() - started
     assert result.status is None and not result.ok
     assert result.error == "timed out after 1.0 s"
     assert 0.9 <= elapsed <= 2.0
 
 
-def test_trickled_headers_fail_at_total_deadline(rx):
+@pytest.mark.parametrize("keeper", [WATCHDOG, None], ids=["watchdog", "own-timer"])
+def test_trickled_headers_fail_at_total_deadline(rx, keeper):
     """Headers dripped byte by byte can't keep the exchange alive past the deadline."""
     rx.responses.append(Reply(200, trickle=0.2, trickle_head=True))
     started = time.monotonic()
-    result = deliver(rx, timeout=1.0)
+    result = deliver(rx, timeout=1.0, watchdog=keeper)
     elapsed = time.monotonic() - started
     assert (result.status, result.error) == (None, "timed out after 1.0 s")
     assert 0.9 <= elapsed <= 2.0
+
+
+def test_one_watchdog_fires_deadlines_in_expiry_order_and_never_a_cancelled_one():
+    """Deadlines handed over out of order fire at their own expiry; a cancelled one stays unfired and is dropped."""
+    watchdog = dialing.Watchdog()
+    late, cancelled, early = dialing.Deadline(0.6, watchdog), dialing.Deadline(0.3, watchdog), dialing.Deadline(0.2, watchdog)
+    cancelled.cancel()
+    time.sleep(0.4)
+    assert (early.fired, cancelled.fired, late.fired) == (True, False, False)
+    time.sleep(0.4)
+    assert late.fired and not cancelled.fired
+    assert watchdog.pending() == 0  # the cancelled one was dropped, not kept
+    with pytest.raises(TimeoutError):
+        late.remaining()
 
 
 def test_trickle_within_deadline_succeeds(rx):

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import heapq
 import ipaddress
+import itertools
 import socket
 import ssl
 import threading
 import time
 
-__all__ = ["Deadline", "Refused", "is_allowed_address", "open_tls"]
+__all__ = ["Deadline", "Refused", "Watchdog", "is_allowed_address", "open_tls"]
 
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 
@@ -26,17 +28,26 @@ class Refused(Exception):
 
 
 class Deadline:
-    """Total time budget that can forcibly unblock the socket when spent."""
+    """Total time budget that can forcibly unblock the socket when spent.
 
-    def __init__(self, timeout: float) -> None:
+    With a Watchdog, that one thread fires it; without one, a timer thread of its own does (a thread
+    started and stopped per attempt: about a tenth of a busy worker's CPU, so the engine passes its Watchdog).
+    """
+
+    def __init__(self, timeout: float, watchdog: Watchdog | None = None) -> None:
         self.timeout = timeout
         self.expires = time.monotonic() + timeout
         self.fired = False
+        self.cancelled = False
         self._sock: socket.socket | None = None
         self._lock = threading.Lock()
-        self._timer = threading.Timer(timeout, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
+        self._timer: threading.Timer | None = None
+        if watchdog is not None:
+            watchdog.watch(self)
+        else:
+            self._timer = threading.Timer(timeout, self.fire)
+            self._timer.daemon = True
+            self._timer.start()
 
     def remaining(self) -> float:
         """Return seconds left, raising TimeoutError if none are."""
@@ -54,21 +65,70 @@ class Deadline:
 
     def cancel(self) -> None:
         """Stop the timer so it cannot touch a socket we are done with."""
-        self._timer.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
         with self._lock:
+            self.cancelled = True
             self._sock = None
 
-    def _fire(self) -> None:
+    def fire(self) -> None:
+        """Spend the deadline now: shut its socket down (the timer or the watchdog calls this when time is up)."""
         # Per-call socket timeouts restart on every byte, so a trickling
         # receiver would never trip them; shutting the socket down makes the
         # blocked read in the worker thread return immediately.
         with self._lock:
+            if self.cancelled:
+                return
             self.fired = True
             if self._sock is not None:
                 # The base-class shutdown touches only the fd, not the SSL
                 # object the worker thread is using; ENOTCONN is harmless.
                 with contextlib.suppress(OSError):
                     socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
+
+
+class Watchdog:
+    """One thread that fires every Deadline handed to it when its time is up, for all of a process's attempts.
+
+    Deadlines wait in a heap by expiry; a cancelled one is dropped when it reaches the top. The thread
+    starts with the first deadline (and again in a forked child, which inherits no threads).
+    """
+
+    def __init__(self) -> None:
+        self._wake = threading.Condition()
+        self._heap: list[tuple[float, int, Deadline]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: Deadline) -> None:
+        """Fire deadline at its expiry unless it is cancelled first."""
+        with self._wake:
+            heapq.heappush(self._heap, (deadline.expires, next(self._order), deadline))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="riskapi-deadlines", daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is deadline:  # sooner than what the thread sleeps towards
+                self._wake.notify()
+
+    def pending(self) -> int:
+        """Return how many deadlines wait in the heap, cancelled ones not yet dropped included."""
+        with self._wake:
+            return len(self._heap)
+
+    def _run(self) -> None:
+        with self._wake:
+            while True:
+                heap = self._heap
+                while heap and heap[0][2].cancelled:
+                    heapq.heappop(heap)
+                if not heap:
+                    self._wake.wait()
+                    continue
+                delay = heap[0][0] - time.monotonic()
+                if delay > 0:
+                    self._wake.wait(delay)
+                    continue
+                heapq.heappop(heap)[2].fire()
 
 
 def is_allowed_address(address: str) -> bool:

@@ -84,11 +84,15 @@ def post(
     allow_private: bool = False,
     ca_bundle: str | None = None,
     pool: connections.Pool | None = None,
+    watchdog: dialing.Watchdog | None = None,
 ) -> Result:
-    """POST body to an https URL within timeout seconds and report the outcome; keep the connection in pool if given."""
+    """POST body to an https URL within timeout seconds and report the outcome; keep the connection in pool if given.
+
+    The watchdog, if given, enforces the deadline (one thread for every attempt of the process); else a timer of its own.
+    """
     _check_arguments(body, timeout)
     started = time.monotonic()
-    deadline = dialing.Deadline(timeout)
+    deadline = dialing.Deadline(timeout, watchdog)
     status = error = retry_after = None
     tls = response = None
     keep = False
