@@ -150,11 +150,11 @@ def main(argv=None) -> int:
             profile.add(path)
         print()
         profile.print(args.top)
+        if args.raw and raws != [args.raw]:  # the soak's processes were recorded apart: keep them in one file
+            args.raw.write_text("".join(path.read_text() for path in raws))
     except (RuntimeError, subprocess.SubprocessError) as exc:
         print(f"profile failed: {exc}", file=sys.stderr)
         return 1
-        if args.raw and raws != [args.raw]:
-            args.raw.write_text("".join(path.read_text() for path in raws))
     finally:
         shutil.rmtree(work, ignore_errors=True)
         print(f"({time.monotonic() - started:.0f} s; raw stacks: {args.raw or 'removed'})")
