@@ -4,7 +4,7 @@ import datetime
 import functools
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import peewee
 
@@ -16,6 +16,7 @@ from models.tenancy import Risk
 from riskapi.exceptions import ValidationFailed
 from riskapi.services import bulk_write, render
 from riskapi.services.bulk_write import Errors, fail_if, transaction  # noqa: F401 (tests name them bulk.*)
+from riskapi.services.json_values import identifier
 from riskapi.services.messages import message
 from riskapi.services.schema_validation import compiled, parse_date
 
@@ -221,13 +222,22 @@ def apply_update(profile: Risk, plan: list[tuple[int, type[InRisk], int, dict, d
         nested: Any = values.get("address", False) if model is Driver else False  # False: not given
         if nested is not False:
             _write_nested_address(profile, object_id, nested, now)
+    # Read back in one query a kind, not one an item.
+    written: dict[type[InRisk], set[int]] = {}
+    for _, model, object_id, _, _ in plan:
+        written.setdefault(model, set()).add(object_id)
+    rows = {
+        (model, row["id"]): row
+        for model, ids in written.items()
+        for row in render.fetch(model, render.select_all(model).where(model.id.in_(list(ids))))
+    }
     for i, model, object_id, values, _ in plan:
-        current = render.select(model).where(model.id == object_id).first()
+        current = rows.get((model, object_id))
         if current is None:
             _vanished(i)
         item: dict[str, Any] = {
             "object": model.OBJECT,
-            "uuid": str(current["uuid"]),
+            "uuid": identifier(current["uuid"]),
             "data": render.data(model, current),
             "profile_type": profile.type,
         }
@@ -238,7 +248,7 @@ def apply_update(profile: Risk, plan: list[tuple[int, type[InRisk], int, dict, d
     return out
 
 
-def _vanished(index: int) -> None:
+def _vanished(index: int) -> NoReturn:
     """Fail an item whose row a concurrent request deleted after it was checked (the write rolls back)."""
     path = f"data.{index}.uuid"
     raise ValidationFailed({path: [message("not_found", path)]})
