@@ -84,7 +84,7 @@ class Settings:
     secret_key: str = field(default="", repr=False)
     max_body_bytes: int = 10 * 1024 * 1024
     validate_responses: bool = False
-    threads: int = 4
+    threads: int = 8  # 8 beat 4 and 12 in bench.soak (bench/README.md, issue 24's third pass)
     write_delay: float = 0.0  # seconds a write may be overtaken by later reads (riskapi.api.handler_threads)
     webhook_timeout: float = 5.0
     webhook_retry_delays: tuple[float, ...] = (10.0, 100.0, 1000.0)

@@ -1,6 +1,6 @@
 """Which waiting request a free handler thread takes next: first come, first served, at most half of them writing.
 
-The handler threads of an API process are few (RISKAPI_THREADS: the GIL makes more of them slower), so
+The handler threads of an API process are few (RISKAPI_THREADS, 8: the GIL makes many more of them slower), so
 under load requests queue for them, in the order they came. With closed-loop clients the mean wait is
 clients / throughput whatever the order (Little's law): holding writes back only moves latency from
 reads to writes. At most half the threads run writes at once: a thread is always left for reads, so a
