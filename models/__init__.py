@@ -83,8 +83,9 @@ def bind(database_url: str) -> peewee.Database:
             database = url_connect(database_url, pragmas=pragmas, check_same_thread=False)
     else:
         pool = {"max_connections": 32, "stale_timeout": 300, "autorollback": True}
-        if database_url.split("://", 1)[0] in {"postgresql", "postgres", "postgresql+pool"}:
-            database = PostgresqlPool(**url_parse("postgresql://" + database_url.split("://", 1)[1]), **pool)
+        scheme, _, rest = database_url.partition("://")
+        if scheme in {"postgresql", "postgres", "postgresql+pool"}:
+            database = PostgresqlPool(**url_parse("postgresql://" + rest), **pool)
         else:  # Peewee's other schemes, as they are
             database = url_connect(database_url, **pool)
     db.initialize(database)

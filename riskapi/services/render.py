@@ -53,17 +53,6 @@ def values(schema_name: str, row: dict) -> dict:
     return {name: value(row.get(name)) for name in _names(schema_name)}
 
 
-def select(model: type[InRisk]) -> "peewee.ModelSelect[Any]":
-    """Select a model's rows as dicts, with referenced objects' UUIDs as `<name>_uuid`."""
-    columns: list[Any] = [model]
-    query = model.select()
-    for name, target in model.REFERENCES.items():
-        alias = target.alias()
-        columns.append(alias.uuid.alias(f"{name}_uuid"))
-        query = query.join_from(model, alias, on=(getattr(model, name) == alias.id), join_type=peewee.JOIN.LEFT_OUTER)
-    return query.select(*columns).dicts()
-
-
 class _Every(peewee.ColumnBase):
     """Every column of a model's table as `"t1".*`: Peewee writes each one out, a third of compiling a list's query."""
 
