@@ -9,11 +9,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import peewee
+import psycopg2.extensions
 from playhouse.db_url import connect as url_connect
 from playhouse.db_url import parse as url_parse
 from playhouse.pool import PooledPostgresqlDatabase
 
 db = peewee.DatabaseProxy()
+
+# PostgreSQL's uuid type (OID 2950) read as the text the server sends. Peewee registers psycopg2's UUID
+# caster at import, which makes a uuid.UUID of every value; the service then writes each one out again
+# (an answer, an event, a cursor), and a UUIDField still makes its object from the text, as on SQLite.
+_UUID_AS_TEXT = psycopg2.extensions.new_type((2950,), "UUID_AS_TEXT", lambda value, cursor: value)
 
 
 class SqliteDatabase(peewee.SqliteDatabase):
@@ -31,7 +37,7 @@ class SqliteDatabase(peewee.SqliteDatabase):
 
 
 class PostgresqlPool(PooledPostgresqlDatabase):
-    """Pooled PostgreSQL connections, each checked at check-out without a round trip.
+    """Pooled PostgreSQL connections, each checked at check-out without a round trip, reading UUIDs as text.
 
     Peewee's pool sends `SELECT 1` on every check-out (a request, a relay pass, a recorder batch): a
     round trip, with its cost on both ends, before any work. An idle connection the server has let go
@@ -40,6 +46,12 @@ class PostgresqlPool(PooledPostgresqlDatabase):
     discarded and a new one opened instead; only a connection whose host vanished without a word
     (no FIN) passes, and its first query then fails as the ping would have: slowly, then a 503.
     """
+
+    def _initialize_connection(self, conn: Any) -> None:
+        super()._initialize_connection(conn)
+        # Per connection, not process-wide: other clients in the process keep psycopg2's defaults.
+        if isinstance(conn, psycopg2.extensions.connection):
+            psycopg2.extensions.register_type(_UUID_AS_TEXT, conn)
 
     def _is_closed(self, conn: Any) -> bool:
         if conn.closed:

@@ -78,3 +78,13 @@ def test_each_converter_reads_every_form_a_value_comes_in():
     assert identifier(ident.hex) == identifier(str(ident)) == identifier(str(ident).upper()) == identifier(ident) == str(ident)
     assert identifier(None) is None
     assert flag(1) is True and flag(0) is False and flag(True) is True and flag(None) is None
+
+
+def test_the_driver_gives_uuids_as_text_and_models_as_uuid_objects(filled):
+    # No uuid.UUID is made for a value the answer only writes out again; a model's field still makes one.
+    with models.db.connection_context():
+        (raw,) = render.fetch(Vehicle, render.select_all(Vehicle).where(Vehicle.risk == filled).order_by(Vehicle.id).limit(1))
+        stored = Vehicle.select().where(Vehicle.risk == filled).order_by(Vehicle.id).get()
+        (pair,) = models.tuples(Vehicle.select(Vehicle.uuid).where(Vehicle.id == stored.id))
+    assert type(raw["uuid"]) is str and identifier(raw["uuid"]) == str(stored.uuid)
+    assert type(stored.uuid) is uuid.UUID and type(pair[0]) is uuid.UUID
