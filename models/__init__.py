@@ -1,12 +1,13 @@
 """Peewee models, bound late to the database named by DATABASE_URL: the database, its connections and the base models."""
 
 import contextlib
+import contextvars
 import datetime
 import select
 import threading
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import peewee
 import psycopg2.extensions
@@ -156,6 +157,41 @@ def discard_connection() -> None:
 def is_sqlite() -> bool:
     """Tell whether the bound database is SQLite."""
     return isinstance(db.obj, peewee.SqliteDatabase)
+
+
+_Selecting = TypeVar("_Selecting", bound=peewee.Select)
+
+
+def locking(query: _Selecting) -> _Selecting:
+    """Return a query that locks the rows it reads until the transaction ends, where such a lock holds anything.
+
+    On PostgreSQL inside a transaction: FOR UPDATE. Outside one (a dry-run's checks) the lock would end with
+    the statement and only make the read wait for the writers holding it; SQLite's writer lock already
+    serialises the writes.
+    """
+    if is_sqlite() or not db.in_transaction() or _REHEARSING.get():
+        return query
+    return query.for_update()
+
+
+# Whether this thread's transaction is a dry-run's, to be rolled back (models.rehearsal).
+_REHEARSING: contextvars.ContextVar[bool] = contextvars.ContextVar("rehearsing", default=False)
+
+
+@contextlib.contextmanager
+def rehearsal() -> Iterator[None]:
+    """Open a write transaction for a dry-run, which its caller rolls back: it takes no row lock (models.locking).
+
+    A dry-run commits nothing for a lock to guard: holding one would only make it wait for the writes in
+    progress on its rows (a create for its profile's numbering), and make them wait for it. On SQLite it
+    still takes the writer lock, as every write transaction there does.
+    """
+    token = _REHEARSING.set(True)
+    try:
+        with atomic():
+            yield
+    finally:
+        _REHEARSING.reset(token)
 
 
 def atomic() -> contextlib.AbstractContextManager[Any]:

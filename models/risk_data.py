@@ -5,7 +5,7 @@ from typing import Any
 
 import peewee
 
-from models import PublicModel, is_sqlite, tuples
+from models import PublicModel, locking, tuples
 from models.tenancy import Risk
 
 
@@ -22,15 +22,15 @@ class InRisk(PublicModel):
     def ids_by_uuid(cls, risk_id: int, uuids: Iterable[Any], lock: bool = False) -> dict[str, int]:
         """Map the given UUIDs that exist in the risk profile to their ids; lock their rows when asked.
 
-        Locked rows (PostgreSQL; SQLite's writer lock already serialises) cannot be deleted or changed
-        by a concurrent request before this transaction ends, so what was checked is what is written.
+        Locked rows (models.locking) cannot be deleted or changed by a concurrent request before this
+        transaction ends, so what was checked is what is written.
         """
         wanted = {str(u) for u in uuids}
         if not wanted:
             return {}
         query = cls.select(cls.uuid, cls.id).where((cls.risk == risk_id) & (cls.uuid.in_(list(wanted))))
-        if lock and not is_sqlite():
-            query = query.order_by(cls.id).for_update()
+        if lock:
+            query = locking(query.order_by(cls.id))
         return {str(u): i for u, i in tuples(query)}
 
 
@@ -54,10 +54,9 @@ class RiskObject(InRisk):
 
         On PostgreSQL concurrent creates in one profile would all read the same maximum, and all but
         one fail on the unique number: the risk profile's row, locked first, makes them take turns.
-        (SQLite's write transactions already do.)
+        (SQLite's write transactions already do; a dry-run takes no turn: models.locking.)
         """
-        if not is_sqlite():
-            Risk.select(Risk.id).where(Risk.id == risk_id).for_update().execute()
+        locking(Risk.select(Risk.id).where(Risk.id == risk_id)).execute()
         return (cls.select(peewee.fn.MAX(cls.number)).where(cls.risk == risk_id).scalar() or 0) + 1
 
 

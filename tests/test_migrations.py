@@ -29,6 +29,7 @@ SCHEMA = Path(__file__).parent / "schema_4e3b5fc"
 TABLES = ["app_key", "agency", "token", "risk", "vehicle", "premise", "driver", "address", "building"]
 TABLES += ["webhook", "event", "delivery", "attempt"]
 MIGRATIONS = ["0001_initial", "0002_webhook_previous_secret", "0003_token_lifecycle", "0004_idempotency_keys"]
+MIGRATIONS += ["0005_waiting_deliveries"]
 
 
 class Raw:
@@ -70,7 +71,7 @@ class Raw:
             rows = [("table", t) for t in tables]
             for t in tables:
                 rows += [("column", t, *r[1:]) for r in self.run(f"PRAGMA table_info('{t}')")]
-                rows += [("index", t, *r[1:3]) for r in self.run(f"PRAGMA index_list('{t}')")]
+                rows += [("index", t, *r[1:3], r[4]) for r in self.run(f"PRAGMA index_list('{t}')")]  # name, unique, partial
                 rows += [("fk", t, *r[2:]) for r in self.run(f"PRAGMA foreign_key_list('{t}')")]
             return sorted(rows, key=repr)
         rows = list(

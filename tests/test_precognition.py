@@ -1,5 +1,13 @@
 """Dry-runs (Laravel Precognition): validation only, nothing written."""
 
+import os
+
+import httpx
+import pytest
+from playhouse.db_url import connect
+
+import models
+from models.tenancy import Risk
 from toolkit.tenants import items
 
 PRECOG = {"Precognition": "true"}
@@ -127,3 +135,27 @@ def test_dry_run_writes_nothing_on_any_route(client, tenant):
     assert again["meta"]["updated"] == delivery["meta"]["updated"]
     bad = client.post("/webhooks/00000000-0000-4000-8000-000000000000/ping", headers=dry)
     assert bad.status_code == 404
+
+
+@pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+    reason="PostgreSQL's row locks (CI's postgres pass); on SQLite every write transaction takes the writer lock",
+)
+def test_a_dry_run_does_not_wait_for_a_write_in_progress_on_its_rows(client, tenant, settings):
+    driver = client.post(tenant.url("/drivers"), json=items("driver", {"first_name": "A"}), headers=tenant.headers).json()
+    with models.db.connection_context():
+        risk_id = Risk.get(Risk.uuid == tenant.risk).id
+    writer = connect(settings.database_url)
+    # Another process's write, begun and not yet committed: it holds the profile's numbering and the driver's row.
+    with writer.atomic():
+        writer.execute_sql("SELECT id FROM risk WHERE id = %s FOR UPDATE", (risk_id,))
+        writer.execute_sql("SELECT id FROM driver WHERE risk_id = %s FOR UPDATE", (risk_id,))
+        dry = {**tenant.headers, **PRECOG}
+        named = {"object": "driver", "uuid": driver["data"][0]["uuid"]}
+        update = {"data": [{**named, "data": {"first_name": "B"}}]}
+        with httpx.Client(base_url=str(client.base_url), timeout=5) as impatient:
+            assert impatient.post(tenant.url("/drivers"), json=items("driver", {}), headers=dry).status_code == 204
+            assert impatient.patch(tenant.url(), json=update, headers=dry).status_code == 204
+            assert impatient.request("DELETE", tenant.url(), json={"data": [named]}, headers=dry).status_code == 204
+    writer.close()
+    assert count(client, tenant) == 1

@@ -2,8 +2,9 @@
 
 Bulk writes check their rules without applying them (handlers.common.bulk_write). Every other
 operation that writes is wrapped by `guard`: a precognitive call runs inside a transaction that is
-always rolled back, and a success answers 204. Writes, events and deliveries all live in the
-database (the outbox), so a rolled-back dry-run leaves nothing behind, on any route.
+always rolled back (models.rehearsal: it locks no row, so it waits for no write), and a success
+answers 204. Writes, events and deliveries all live in the database (the outbox), so a rolled-back
+dry-run leaves nothing behind, on any route.
 """
 
 import fnmatch
@@ -91,7 +92,7 @@ def guard(view: Callable[..., Any]) -> Callable[..., Any]:
             return view(*args, **kwargs)
         response = None
         try:
-            with models.atomic():
+            with models.rehearsal():
                 response = view(*args, **kwargs)
                 raise _RolledBack
         except _RolledBack:

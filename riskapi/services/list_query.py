@@ -87,7 +87,9 @@ class ListSpec:
             return False
         if field.unique or field is self.model._meta.primary_key:
             return True
-        return any(unique and set(names) == {"risk", field.name} for names, unique in self.model._meta.indexes)
+        # Meta's (columns, unique) pairs; an index added as a ModelIndex (a partial one) orders nothing here.
+        pairs = [index for index in self.model._meta.indexes if isinstance(index, tuple)]
+        return any(unique and set(names) == {"risk", field.name} for names, unique in pairs)
 
     def signature_of(self, sort: list | None) -> str:
         """Name the ordering so a cursor cannot be replayed on another one."""

@@ -71,9 +71,9 @@ class _Write:
         return existing(listed, self._rows_of, errors, "in")
 
     def _rows_of(self, uuids: list[str]) -> dict:
-        query = Webhook.select().where((Webhook.agency == self.agency_id) & Webhook.uuid.in_(uuids))
-        if not models.is_sqlite():  # a concurrent PATCH or DELETE of the same webhooks waits for this one
-            query = query.order_by(Webhook.id).for_update()
+        # A concurrent PATCH or DELETE of the same webhooks waits for this one.
+        mine = Webhook.select().where((Webhook.agency == self.agency_id) & Webhook.uuid.in_(uuids))
+        query = models.locking(mine.order_by(Webhook.id))
         return {str(row["uuid"]): row for row in models.dicts(query)}
 
 
@@ -174,11 +174,8 @@ def _check_limit(agency_id: int, adding: int) -> None:
     """Refuse (400) a write that would leave more active webhooks than the agency's plan allows."""
     if adding <= 0:
         return
-    agency = Agency.select(Agency.webhook_limit).where(Agency.id == agency_id)
-    if not models.is_sqlite():
-        # Serialise the agency's webhook writes across processes (SQLite's write lock already does).
-        agency = agency.for_update()
-    limit = agency.scalar()
+    # Serialise the agency's webhook writes across processes.
+    limit = models.locking(Agency.select(Agency.webhook_limit).where(Agency.id == agency_id)).scalar()
     active = Webhook.select().where((Webhook.agency == agency_id) & Webhook.disabled.is_null()).count()
     if active + adding > limit:
         raise ApiError(
