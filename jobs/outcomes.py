@@ -27,7 +27,7 @@ from rq import Queue
 import models
 from jobs import queue as jobs_queue
 from jobs.https.transport import Result
-from models import utcnow
+from models import inserts, utcnow
 from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Webhook
 from riskapi.config import Settings
 from riskapi.observability import metrics
@@ -195,8 +195,8 @@ def write_all(attempts: list[Attempted], settings: Settings) -> list[Written]:
         {"delivery": d.id, "at": started, "status": r.status, "error": error_text(r), "duration_ms": r.duration_ms}
         for d, _, _, started, r, _ in attempts
     ]
-    for start in range(0, len(entries), _ROWS):
-        Attempt.insert_many(entries[start : start + _ROWS]).execute()
+    # models.inserts: the statement's text cached by its shape, not built by Peewee value by value.
+    inserts.insert(Attempt, _ATTEMPT, entries)
     delays = list(settings.webhook_retry_delays)
     decisions = [decide(r, webhook.type, d.tries + 1, delays) for d, _, webhook, _, r, _ in attempts]
     changed = _succeeded(attempts, decisions, now)
@@ -217,6 +217,7 @@ def write_all(attempts: list[Attempted], settings: Settings) -> list[Written]:
 
 
 _ROWS = 200  # rows per statement: within SQLite's and PostgreSQL's limits on bound parameters
+_ATTEMPT = ("delivery", "at", "status", "error", "duration_ms")
 
 
 def _succeeded(attempts: list[Attempted], decisions: list[Decision], now: datetime.datetime) -> set[int]:
