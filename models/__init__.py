@@ -21,6 +21,9 @@ db = peewee.DatabaseProxy()
 # caster at import, which makes a uuid.UUID of every value; the service then writes each one out again
 # (an answer, an event, a cursor), and a UUIDField still makes its object from the text, as on SQLite.
 _UUID_AS_TEXT = psycopg2.extensions.new_type((2950,), "UUID_AS_TEXT", lambda value, cursor: value)
+# PostgreSQL's date (OID 1082) and timestamp (1114) read as text, for a read that only writes them out again
+# (models.read_as_text); psycopg2 keeps the server's DateStyle ISO, the form SQLite's text has too.
+_TIMES_AS_TEXT = psycopg2.extensions.new_type((1082, 1114), "TIMES_AS_TEXT", lambda value, cursor: value)
 
 
 class SqliteDatabase(peewee.SqliteDatabase):
@@ -160,6 +163,24 @@ def is_sqlite() -> bool:
 
 
 _Selecting = TypeVar("_Selecting", bound=peewee.Select)
+
+
+def read_as_text(query: peewee.Query) -> Any:
+    """Run a query and return its cursor, whose dates and times are the text the database sends (a DB-API cursor).
+
+    For a read whose values are only written out again (riskapi.services.render.fetch): no datetime is made
+    to be turned back into text. SQLite's driver gives that text already; on PostgreSQL the cursor reads
+    them so, and everything else as every cursor does.
+    """
+    if is_sqlite():
+        return db.execute(query)
+    sql, params = db.get_sql_context().sql(query).query()
+    cursor = db.cursor()
+    psycopg2.extensions.register_type(_TIMES_AS_TEXT, cursor)
+    # As Peewee's execute_sql does: the driver's errors become Peewee's.
+    with peewee.ExceptionWrapper(peewee.EXCEPTIONS):  # type: ignore[attr-defined]  # the stubs leave EXCEPTIONS out
+        cursor.execute(sql, params)
+    return cursor
 
 
 def locking(query: _Selecting) -> _Selecting:

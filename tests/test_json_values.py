@@ -39,6 +39,8 @@ def filled(client, tenant):
         risk_id = Risk.get(Risk.uuid == tenant.risk).id
         # A time with no microseconds is stored without them (isoformat's rule), and shown without them.
         Driver.update(created=datetime.datetime(2026, 1, 2, 3, 4, 5)).where(Driver.risk == risk_id).execute()
+        # Trailing zeros in the fraction, which PostgreSQL's text leaves out and isoformat shows.
+        Driver.update(updated=datetime.datetime(2026, 1, 2, 3, 4, 5, 120000)).where(Driver.risk == risk_id).execute()
     return risk_id
 
 
@@ -69,6 +71,8 @@ def test_each_converter_reads_every_form_a_value_comes_in():
     assert moment("2026-11-25 03:04:05.000006") == moment(stamp) == "2026-11-25T03:04:05.000006+00:00"
     assert moment("2026-11-25 03:04:05") == moment(stamp.replace(microsecond=0)) == "2026-11-25T03:04:05+00:00"
     assert moment("2026-11-25") == "2026-11-25T00:00:00+00:00"  # another text Peewee reads
+    assert moment("2026-11-25 03:04:05.12") == moment(stamp.replace(microsecond=120000)) == "2026-11-25T03:04:05.120000+00:00"
+    assert moment("2026-11-25 03:04:05.000001") == "2026-11-25T03:04:05.000001+00:00"
     assert moment("not a time") == "not a time"
     assert moment(None) is None
     assert day("1815-12-10") == day(datetime.date(1815, 12, 10)) == "1815-12-10"
@@ -87,4 +91,5 @@ def test_the_driver_gives_uuids_as_text_and_models_as_uuid_objects(filled):
         stored = Vehicle.select().where(Vehicle.risk == filled).order_by(Vehicle.id).get()
         (pair,) = models.tuples(Vehicle.select(Vehicle.uuid).where(Vehicle.id == stored.id))
     assert type(raw["uuid"]) is str and identifier(raw["uuid"]) == str(stored.uuid)
+    assert type(raw["created"]) is str and moment(raw["created"]) == moment(stored.created)
     assert type(stored.uuid) is uuid.UUID and type(pair[0]) is uuid.UUID

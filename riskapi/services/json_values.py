@@ -3,8 +3,8 @@
 A list page reads its rows straight from the driver's cursor (render.fetch): Peewee's per-column
 conversion to Python objects, only for the JSON writer to turn them back into text, was a third of
 a list request's CPU (bench/README.md, "Profiles"). Each converter here accepts both forms, so one
-rendering serves rows read either way: SQLite's text for times, dates and UUIDs and its 0/1 for
-booleans, psycopg2's objects, and Peewee's.
+rendering serves rows read either way: SQLite's and PostgreSQL's text for times, dates and UUIDs,
+SQLite's 0/1 for booleans, psycopg2's objects, and Peewee's.
 """
 
 import datetime
@@ -41,6 +41,9 @@ def moment(stored: Any) -> str | None:
         if len(stored) in (19, 26) and stored[10] == " ":
             # The text Python's sqlite3 adapter stored: isoformat(" "), microseconds only when not 0, as isoformat().
             return f"{stored[:10]}T{stored[11:]}+00:00"
+        if 20 < len(stored) < 26 and stored[10] == " " and stored[19] == ".":
+            # PostgreSQL's text drops a fraction's trailing zeros: isoformat() shows six digits.
+            return f"{stored[:10]}T{stored[11:]:0<15}+00:00"
         stored = _TIME.python_value(stored)  # any other text Peewee reads; what it cannot read is shown as stored
     return value(stored)
 

@@ -103,10 +103,10 @@ def select_all(model: type[InRisk]) -> "peewee.ModelSelect[Any]":
 def fetch(model: Model, query: peewee.Query) -> list[dict]:
     """Run a query of a model's rows and return them as the driver gives them, keyed by field (or alias) name.
 
-    Peewee's conversion of every column to a Python object is skipped: the envelope's converters read
-    the driver's values as they are (riskapi.services.json_values).
+    Peewee's conversion of every column to a Python object is skipped, and times and dates stay text:
+    the envelope's converters read the driver's values as they are (riskapi.services.json_values).
     """
-    cursor = models.db.execute(query)
+    cursor = models.read_as_text(query)
     names = _names_of(model, tuple(column[0] for column in cursor.description))
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
