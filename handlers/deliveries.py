@@ -47,7 +47,10 @@ def list_deliveries(
     """List a webhook's deliveries, newest first."""
     hook = webhook_of(agency_id, webhook)
     rows = _select().where(Delivery.webhook == hook.id).dicts()
-    return common.list_page(Delivery, rows, agency_id, per_page, cursor, filter_, sort, _render_page)
+    # The deliveries and their attempts in one snapshot: an attempt recorded between the two reads
+    # would show beside its delivery's state from before it.
+    with models.snapshot():
+        return common.list_page(Delivery, rows, agency_id, per_page, cursor, filter_, sort, _render_page)
 
 
 def _render_page(rows: list[dict]) -> list[dict]:

@@ -215,6 +215,19 @@ def rehearsal() -> Iterator[None]:
         _REHEARSING.reset(token)
 
 
+@contextlib.contextmanager
+def snapshot() -> Iterator[None]:
+    """Read in one snapshot: every query of the block sees the database as the first one did.
+
+    For a read of several statements whose rows must agree (a delivery and its attempts), which a write
+    committed between them would otherwise split. Opens a transaction: not inside another one.
+    """
+    with db.atomic():  # SQLite (WAL): a read transaction keeps the snapshot of its first read
+        if not is_sqlite():
+            db.execute_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        yield
+
+
 def atomic() -> contextlib.AbstractContextManager[Any]:
     """Open a write transaction; SQLite takes its write lock up front to avoid upgrade deadlocks."""
     if isinstance(db.obj, SqliteDatabase):

@@ -14,6 +14,7 @@ import time
 
 import httpx
 import psutil
+import pytest
 
 from riskapi import __version__
 from riskapi.webhooks.signing import verify
@@ -385,3 +386,36 @@ def test_serve_killed_outright_takes_its_worker_and_redis_down(tmp_path):
                 os.kill(pid, signal.SIGKILL)
         for directory in directories:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+    reason="PostgreSQL (CI's postgres pass): on SQLite this test's write, made inside the page's read, finds the file locked",
+)
+def test_a_deliveries_page_shows_each_delivery_with_the_attempts_of_one_moment(client, tenant, settings, monkeypatch):
+    from playhouse.db_url import connect
+
+    from handlers import deliveries as handler
+
+    hook = make_webhook(client, tenant)  # nothing sends to it here: its delivery waits, unattempted
+    add_driver(client, tenant)
+    read_attempts = handler._attempts
+
+    def recorded_meanwhile(ids):
+        # A worker records an attempt and settles the delivery, committed between the page's two reads.
+        recorder = connect(settings.database_url)
+        with recorder.atomic():
+            recorder.execute_sql(
+                f"INSERT INTO attempt (delivery_id, at, status, duration_ms) VALUES ({ids[0]}, '2026-01-01 00:00:00', 200, 5)"
+            )
+            recorder.execute_sql(f"UPDATE delivery SET status = 'succeeded', tries = 1 WHERE id = {ids[0]}")
+        recorder.close()
+        return read_attempts(ids)
+
+    monkeypatch.setattr(handler, "_attempts", recorded_meanwhile)
+    [log] = client.get(f"/webhooks/{hook['uuid']}/deliveries", headers=tenant.headers).json()["data"]
+    # The page is of the moment before the attempt: pending, and no attempt yet.
+    assert (log["data"]["status"], log["data"]["attempts"]) == ("pending", [])
+    monkeypatch.setattr(handler, "_attempts", read_attempts)
+    [log] = client.get(f"/webhooks/{hook['uuid']}/deliveries", headers=tenant.headers).json()["data"]
+    assert (log["data"]["status"], [a["status"] for a in log["data"]["attempts"]]) == ("succeeded", [200])
