@@ -177,10 +177,18 @@ def read_as_text(query: peewee.Query) -> Any:
     sql, params = db.get_sql_context().sql(query).query()
     cursor = db.cursor()
     psycopg2.extensions.register_type(_TIMES_AS_TEXT, cursor)
-    # As Peewee's execute_sql does: the driver's errors become Peewee's.
-    with peewee.ExceptionWrapper(peewee.EXCEPTIONS):  # type: ignore[attr-defined]  # the stubs leave EXCEPTIONS out
+    with driver_errors():
         cursor.execute(sql, params)
     return cursor
+
+
+def driver_errors() -> contextlib.AbstractContextManager[None]:
+    """Raise the driver's errors as Peewee's, as execute_sql does, around a call made on a cursor directly.
+
+    The service's error mapping and retries know Peewee's classes (IntegrityError, OperationalError), not
+    psycopg2's or sqlite3's.
+    """
+    return peewee.ExceptionWrapper(peewee.EXCEPTIONS)  # type: ignore[attr-defined]  # the stubs leave EXCEPTIONS out
 
 
 def locking(query: _Selecting) -> _Selecting:

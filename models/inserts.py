@@ -19,7 +19,7 @@ from typing import Any
 
 import peewee
 
-from models import db, is_sqlite
+from models import db, driver_errors, is_sqlite
 
 # Bound parameters per statement: under SQLite's smallest default limit (32,766), and a statement of
 # bounded size on PostgreSQL (psycopg2 binds on the client).
@@ -141,8 +141,7 @@ def _copy(model: type[peewee.Model], columns: tuple[str, ...], texts: list[list[
     )
     ids = [new_id for (new_id,) in cursor.fetchall()]
     text = "".join(line + "\n" for line in map("\t".join, zip(map(str, ids), *texts, strict=True)))
-    # As execute_sql does: the driver's errors become Peewee's (a taken number: IntegrityError, retried).
-    with peewee.ExceptionWrapper(peewee.EXCEPTIONS):  # type: ignore[attr-defined]  # the stubs leave EXCEPTIONS out
+    with driver_errors():  # a taken number: IntegrityError, retried
         db.cursor().copy_expert(f'COPY "{table}" ({names}) FROM STDIN', io.StringIO(text))
     return ids
 

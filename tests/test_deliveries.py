@@ -14,7 +14,6 @@ import time
 
 import httpx
 import psutil
-import pytest
 
 from riskapi import __version__
 from riskapi.webhooks.signing import verify
@@ -388,10 +387,6 @@ def test_serve_killed_outright_takes_its_worker_and_redis_down(tmp_path):
             shutil.rmtree(directory, ignore_errors=True)
 
 
-@pytest.mark.skipif(
-    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
-    reason="PostgreSQL (CI's postgres pass): on SQLite this test's write, made inside the page's read, finds the file locked",
-)
 def test_a_deliveries_page_shows_each_delivery_with_the_attempts_of_one_moment(client, tenant, settings, monkeypatch):
     from playhouse.db_url import connect
 
