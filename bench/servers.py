@@ -91,6 +91,8 @@ class Server:
         # A benchmark measures throughput: the per-token rate limit (RISKAPI_RATE_LIMIT) would cap it, so it is off
         # unless the environment sets it.
         env = {"RISKAPI_RATE_LIMIT": "0", **os.environ, **self.env, "PYTHONPATH": str(self.root)}
+        if env.get("BENCH_GC_DIR"):  # bench.soak --gc: every collection of every process recorded
+            env["PYTHONPATH"] += os.pathsep + str(ROOT / "bench" / "gc_probe")
         if "PROMETHEUS_MULTIPROC_DIR" not in self.env:
             env.pop("PROMETHEUS_MULTIPROC_DIR", None)  # serve makes one of its own, as deployed
         with open(self.log_path, "wb") as log:

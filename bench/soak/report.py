@@ -2,7 +2,7 @@
 
 import collections
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.soak import plot, series
@@ -25,6 +25,7 @@ class Run:
     cpu: list
     started: float
     stopped: float
+    pauses: list[str] = field(default_factory=list)  # --gc: a line per process (bench.soak.pauses)
 
 
 def ms(samples: list, q: float) -> float:
@@ -69,6 +70,9 @@ def report(run: Run, png: str) -> bool:
     delivery_ms = whole["delivery"] * (last - run.started) * 1000 / result["received"] if result["received"] else float("nan")
     print(f"  CPU per request (API processes, during the load) {api_ms:.2f} ms; "
           f"per delivery (delivery side, load and drain) {delivery_ms:.2f} ms")  # fmt: skip
+    if run.pauses:
+        print("garbage collections during the load, by process (each stops the process's every thread):")
+        print("\n".join(run.pauses))
 
     kinds = collections.Counter(event for _, event, _ in stats.expected.elements())
     produced = sum(n for at, n in stats.produced if run.started <= at <= run.stopped)

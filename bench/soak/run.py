@@ -15,7 +15,7 @@ from typing import Protocol
 import httpx
 import psycopg2
 
-from bench.soak import report
+from bench.soak import pauses, report
 from bench.soak.load import EVENTS, Checkout, Stats, describe_mix, load, make_tenants, warm_up
 from bench.soak.receiver import Receiving, tally
 from bench.soak.series import CpuSampler
@@ -59,6 +59,8 @@ def add_options(parser: argparse.ArgumentParser, database: str) -> None:
     parser.add_argument("--root", type=Path, default=ROOT,
                         help="serve the code of this checkout with its .venv/bin/python (default: this one)")  # fmt: skip
     parser.add_argument("--png", help="the picture's path (default: <layout>-<UTC time>.png here; a .csv beside it)")
+    parser.add_argument("--gc", action="store_true",
+                        help="record the service's garbage collections (bench/gc_probe) and print them by process")  # fmt: skip
 
 
 def checkout_of(args) -> Checkout:
@@ -129,6 +131,9 @@ def run(args, layout: Layout, name: str, work: Path) -> bool:
         env = {"DATABASE_URL": url, "REDIS_URL": args.redis_url or "", "RISKAPI_WEBHOOK_QUEUE": queue,
                "RISKAPI_WEBHOOK_ALLOW_PRIVATE": "1", "RISKAPI_WEBHOOK_CA_BUNDLE": receiver.ca_path,
                "RISKAPI_VALIDATE_RESPONSES": "0"}  # fmt: skip
+        if args.gc:
+            (work / "gc").mkdir()
+            env["BENCH_GC_DIR"] = str(work / "gc")
         sampler = CpuSampler(layout.pids, url.rsplit("/", 1)[-1], lambda: [receiver.pid])
         try:
             bases = layout.start(checkout, env, work)
@@ -173,6 +178,8 @@ def run(args, layout: Layout, name: str, work: Path) -> bool:
             if args.redis_url:
                 delete_queue(args.redis_url, queue)
     run_ = report.Run(meta, args, stats, result, receiver, sampler.samples, started, stopped)
+    if args.gc:
+        run_.pauses = pauses.describe(pauses.read(work / "gc", started, stopped))
     ok = report.report(run_, png=args.png or f"{name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.png")
     if not ok:
         print(excerpt(layout.logs()))

@@ -18,6 +18,7 @@ import uvicorn
 from jobs.runtime.embedded_redis import die_with_parent
 from riskapi.config import Settings, SettingsError
 from riskapi.observability import formats
+from riskapi.process import settle
 
 # How long an API process may take over its requests in flight once asked to stop.
 GRACE = 10.0
@@ -62,4 +63,6 @@ def run(host: str, port: int) -> None:
     config = uvicorn.Config(
         "riskapi.api.app:asgi", factory=True, log_level="warning", access_log=False, backlog=BACKLOG, log_config=None
     )
+    config.load()  # the app, built here rather than in the server's loop: then set aside before the first request
+    settle()
     uvicorn.Server(config).run(sockets=[sock])

@@ -14,6 +14,7 @@ from jobs.runtime import embedded_redis, worker
 from models import migrations
 from riskapi.config import Settings
 from riskapi.observability import formats, logs, metrics
+from riskapi.process import settle
 
 
 def work(settings: Settings, burst: bool = False) -> None:
@@ -29,6 +30,7 @@ def work(settings: Settings, burst: bool = False) -> None:
         logs.configure(settings.log_format, logging.getLogger("riskapi.attempts"))
     if settings.metrics and settings.metrics_port:
         _serve_worker_metrics(settings)
+    settle()
     worker.run(
         settings,
         embedded_redis.connect(settings.redis_url),
