@@ -15,7 +15,7 @@ import time
 _FOLDER = os.environ.get("BENCH_GC_DIR")
 
 if _FOLDER:
-    _log = open(os.path.join(_FOLDER, f"{os.getpid()}.txt"), "a", buffering=1)  # noqa: SIM115 (open for the process's life)
+    _log = open(os.path.join(_FOLDER, f"{os.getpid()}.txt"), "a", buffering=1)
     _log.write(" ".join(["#", *sys.argv[:2]]) + "\n")
     _began = [0.0]
 

@@ -17,8 +17,9 @@ def read(folder: Path, started: float, stopped: float) -> list[dict]:
         command = lines[0].removeprefix("# ")
         counts, seconds, longest = [0, 0, 0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
         for line in lines[1:]:
+            fields = line.split()
             try:
-                at, generation, took = float(line.split()[0]), int(line.split()[1]), float(line.split()[2])
+                at, generation, took = float(fields[0]), int(fields[1]), float(fields[2])
             except (IndexError, ValueError):  # a line cut short when the process was stopped
                 continue
             if started <= at <= stopped:

@@ -8,7 +8,7 @@ def settle() -> None:
 
     An API process keeps its spec, its compiled validators, routes and modules until it exits, a worker
     its modules; a full collection walks every object the process tracks, with every thread of the
-    process stopped. In the soak's API processes each one took 270-370 ms (bench/README, issue 24).
+    process stopped. In the soak's API processes they took up to 128 ms each (bench/README, issue 24).
     Start-up's garbage is collected first, or it would be kept for good too.
     """
     gc.collect()
