@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import collections
 import concurrent.futures
+import datetime
 import logging
 import threading
 import time
@@ -51,6 +52,7 @@ log = logging.getLogger("riskapi.delivery")
 # Attempts at once to a webhook this process has not yet seen answer quickly: one may hang while another proves
 # it. A burst to 50 new receivers that all hang opens 100 connections at once, not 200 (jobs.slowness).
 UNPROVEN = 2
+EPOCH = datetime.datetime(1970, 1, 1)  # naive UTC, as the database stores moments
 
 
 @dataclass(eq=False)
@@ -122,12 +124,16 @@ class Engine:
             for delivery, webhook, generation, due in entries:
                 wait = next(slots[webhook.id])
                 self._hooks[webhook.id] = webhook
-                if webhook.id not in self._lines:
-                    self._lines[webhook.id] = collections.deque()
-                    self._turns.append(webhook.id)
-                _enter(self._lines[webhook.id], Item(delivery, generation, max(due, clock + wait) if wait > 0 else due, lease))
+                _enter(self._line_of(webhook.id), Item(delivery, generation, max(due, clock + wait) if wait > 0 else due, lease))
                 self._held += 1
             self._cond.notify_all()
+
+    def _line_of(self, webhook_id: int) -> collections.deque:
+        """Return a webhook's line, opening it (last in the turns) if it has none (caller holds the lock)."""
+        if webhook_id not in self._lines:
+            self._lines[webhook_id] = collections.deque()
+            self._turns.append(webhook_id)
+        return self._lines[webhook_id]
 
     # ---- the dispatcher --------------------------------------------------------------------------
 
@@ -175,8 +181,17 @@ class Engine:
     # ---- pool threads ------------------------------------------------------------------------------
 
     def _attempt(self, item: Item, webhook: Webhook) -> None:
-        """Make one attempt (no database here) and pass its outcome to the recorder."""
-        started = utcnow()
+        """Make one attempt (no database here) and pass its outcome to the recorder, or, when the webhook's
+        window of starts is full (a late slot), put it back in its line until the window allows it."""
+        try:
+            wait, at = self.pacer.admit(webhook.id)
+        except Exception:  # a bug must not hold the delivery back forever: it goes unpaced
+            log.exception("delivery %s: pacing failed unexpectedly", item.delivery.uuid)
+            wait, at = 0.0, None
+        if wait > 0:
+            self._release(webhook.id, back=(item, time.time() + wait))
+            return
+        started = utcnow() if at is None else EPOCH + datetime.timedelta(microseconds=at)
         try:
             result = send.send(item.delivery, webhook, self.settings, self.pool, started, self.watchdog)
         except Exception as exc:  # a bug must not keep the webhook's slot forever
@@ -188,11 +203,24 @@ class Engine:
             self.slow.mark(webhook.id)
         else:
             self.slow.answered(webhook.id)
+        self._release(webhook.id)
+
+    def _release(self, webhook_id: int, back: tuple[Item, float] | None = None) -> None:
+        """Free an attempt's place; `back` = (item, due) puts an item that did not start back in its line."""
         with self._cond:
-            self._running[webhook.id] -= 1
-            if not self._running[webhook.id]:
-                del self._running[webhook.id]
+            self._running[webhook_id] -= 1
+            if not self._running[webhook_id]:
+                del self._running[webhook_id]
             self._in_flight -= 1
+            if back is not None:
+                # The window is full until `due`: none of the line starts before it, and this one goes first.
+                (item, due), line = back, self._line_of(webhook_id)
+                for waiting in line:
+                    if waiting.due >= due:
+                        break
+                    waiting.due = due
+                item.due = due
+                line.appendleft(item)
             self._cond.notify_all()
 
     # ---- for the recorder ------------------------------------------------------------------------

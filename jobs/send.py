@@ -30,18 +30,24 @@ def send(
     now: datetime.datetime,
     watchdog: Watchdog | None = None,
 ) -> transport.Result:
-    """POST one attempt of a loaded delivery to its webhook, signed by the secrets valid at `now`; watchdog keeps its deadline."""
+    """POST one attempt of a loaded delivery to its webhook, started `now` (naive UTC, as the attempt records it):
+    signed by the secrets valid then and timestamped then; watchdog keeps its deadline."""
     body = delivery.stored_event.body.encode()
     return transport.post(
         webhook.url,
         body,
-        signed_headers(delivery.event, delivery.uuid, webhook.uuid, body, signing_secrets(webhook, now)),
+        signed_headers(delivery.event, delivery.uuid, webhook.uuid, body, signing_secrets(webhook, now), epoch(now)),
         timeout=settings.webhook_timeout,
         allow_private=settings.webhook_allow_private,
         ca_bundle=settings.webhook_ca_bundle or None,
         pool=pool,
         watchdog=watchdog,
     )
+
+
+def epoch(moment: datetime.datetime) -> int:
+    """Return the whole seconds since the epoch of a naive UTC moment."""
+    return int(moment.replace(tzinfo=datetime.UTC).timestamp())
 
 
 def headers(
