@@ -32,7 +32,7 @@ def die_after_commit() -> None:
             models.db.after_commit(lambda: os._exit(EXIT_STATUS))
         return stored
 
-    IdempotencyKey.complete = staticmethod(completing)  # type: ignore[method-assign,assignment]
+    IdempotencyKey.complete = staticmethod(completing)  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":
