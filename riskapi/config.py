@@ -108,8 +108,6 @@ class Settings:
     rate_limit: int = 600
     retention_days: int = 30
     idempotency_key_ttl: float = 86400.0  # seconds an Idempotency-Key and its stored answer are kept
-    # Tests only (tests/test_idempotency_faults.py): the API process exits right after a write with a key commits.
-    test_exit_after_commit: bool = False
     metrics: bool = True
     metrics_token: str = field(default="", repr=False)
     metrics_port: int = 0
@@ -155,7 +153,6 @@ class Settings:
             rate_limit=read.int("RISKAPI_RATE_LIMIT", cls.rate_limit),
             retention_days=read.int("RISKAPI_RETENTION_DAYS", cls.retention_days),
             idempotency_key_ttl=read.float("RISKAPI_IDEMPOTENCY_KEY_TTL", cls.idempotency_key_ttl, minimum=1.0),
-            test_exit_after_commit=read.bool("RISKAPI_TEST_EXIT_AFTER_COMMIT", False),
             metrics=read.bool("RISKAPI_METRICS", True),
             metrics_token=env.get("RISKAPI_METRICS_TOKEN", ""),
             metrics_port=read.int("RISKAPI_METRICS_PORT", cls.metrics_port),

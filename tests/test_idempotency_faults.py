@@ -1,4 +1,7 @@
-"""Idempotency-Key under faults: concurrent retries write once; a process killed between commit and answer replays."""
+"""Idempotency-Key under faults: concurrent retries write once; a process that dies between commit and answer replays.
+
+The death comes from outside the product: tests.dies_after_commit serves the API with an after-commit hook that exits.
+"""
 
 import os
 import subprocess
@@ -6,6 +9,7 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import httpx
 import psycopg2
@@ -14,11 +18,13 @@ import pytest
 import models
 from models.tenancy import Risk
 from riskapi.api import idempotency
+from tests import dies_after_commit
 from tests.support import make_webhook
 from tests.test_idempotency import counts, keyed, stored
 from toolkit.serving import answers, free_port, wait_until
 from toolkit.tenants import items
 
+ROOT = Path(__file__).resolve().parent.parent
 DRIVERS = items("driver", *({"first_name": f"Driver {n}", "last_name": "Lee"} for n in range(50)))
 
 
@@ -91,11 +97,12 @@ def test_a_retry_while_the_first_request_runs_answers_409_and_the_first_answer_a
     assert counts(tenant)[0] == 50
 
 
-def start_api(settings, **env: str) -> tuple[subprocess.Popen, str]:
-    """Start an API process (uvicorn) on the test database; return it and its base URL."""
+def start_api(settings, runner: str = "uvicorn") -> tuple[subprocess.Popen, str]:
+    """Start an API process (`python -m runner`, uvicorn's command line) on the test database; return it and its base URL."""
     port = free_port()
-    command = [sys.executable, "-m", "uvicorn", "riskapi.api.app:asgi", "--factory", "--port", str(port), "--log-level=warning"]
-    process = subprocess.Popen(command, env={**os.environ, "DATABASE_URL": settings.database_url, **env})
+    command = [sys.executable, "-m", runner, "riskapi.api.app:asgi", "--factory", "--port", str(port), "--log-level=warning"]
+    # From the checkout's root: `-m` imports this checkout's packages (and tests.*), not an installed copy.
+    process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "DATABASE_URL": settings.database_url})
     url = f"http://127.0.0.1:{port}/api/v1"
     assert wait_until(lambda: answers(url), timeout=30)
     return process, url
@@ -104,15 +111,15 @@ def start_api(settings, **env: str) -> tuple[subprocess.Popen, str]:
 def test_a_process_killed_between_commit_and_answer_replays_the_committed_answer(server, client, tenant, settings):
     make_webhook(client, tenant, events=["driver.created"])
     key = str(uuid.uuid4())
-    dying, url = start_api(settings, RISKAPI_TEST_EXIT_AFTER_COMMIT="1")
+    dying, url = start_api(settings, runner="tests.dies_after_commit")
     try:
         with pytest.raises(httpx.TransportError):  # the client sees only a dropped connection
             httpx.post(url + tenant.url("/drivers"), json=DRIVERS, headers=keyed(tenant, key), timeout=60)
-        assert dying.wait(30) == 75  # the test hook's exit, right after the commit
+        assert dying.wait(30) == dies_after_commit.EXIT_STATUS  # its exit right after the commit, no other death
     finally:
         dying.kill()
         dying.wait()
-    assert counts(tenant) == (50, 50, 50)  # committed, though never answered
+    assert counts(tenant) == (50, 50, 50) and stored(tenant, key).status == 201  # committed with its answer, never sent
     serving, url = start_api(settings)
     try:
         retried = httpx.post(url + tenant.url("/drivers"), json=DRIVERS, headers=keyed(tenant, key), timeout=60)

@@ -1,7 +1,7 @@
 """Dialing a receiver: resolve within the deadline, refuse internal addresses, open a verified TLS connection.
 
 Webhook URLs are user-supplied, so the far end may be an attacker: every resolved address must be a
-public unicast one (unless private addresses are allowed, in tests), the connection is pinned to the
+public unicast one (unless the operator allows private ones: RISKAPI_WEBHOOK_ALLOW_PRIVATE), the connection is pinned to the
 address checked (no DNS rebinding between check and connect), and one total `Deadline` shuts the
 socket down when spent, so a slow-dripping receiver cannot hold an attempt past it.
 """

@@ -17,7 +17,6 @@ A dry-run (Precognition) passes by: it neither reads nor spends a key.
 import functools
 import hashlib
 import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -155,8 +154,6 @@ def _run(
     except BaseException:
         _release(row_id, claim)
         raise
-    if settings.test_exit_after_commit:
-        os._exit(75)  # tests only: die between the commit and the answer, as a killed process would
     return response
 
 

@@ -63,7 +63,7 @@ class _Write:
 
     def __init__(self, agency_id: int, allow_private: bool = False) -> None:
         self.agency_id = agency_id
-        self.allow_private = allow_private  # RISKAPI_WEBHOOK_ALLOW_PRIVATE: private addresses are test set-ups only
+        self.allow_private = allow_private  # RISKAPI_WEBHOOK_ALLOW_PRIVATE: receivers on the operator's own network
 
     def _existing(self, payload: Any, errors: Errors) -> dict[int, dict]:
         """Map item index to the agency's webhook row its uuid names; report unknown and repeated ones."""
