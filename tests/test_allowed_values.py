@@ -125,3 +125,13 @@ def test_a_compressed_body_answers_415_naming_the_encodings_taken(client, tenant
     assert plain.status_code == 201, plain.text
     listed = client.get(tenant.url("/drivers"), headers={**tenant.headers, "Content-Encoding": "gzip"})
     assert listed.status_code == 200  # no body, nothing to decode
+
+
+def test_a_date_range_filter_names_its_formats(client, tenant):
+    response = client.get(tenant.url("/drivers"), params={"filter[license_expiration]": "01/31/2024,"}, headers=tenant.headers)
+    assert errors_of(response) == {
+        "filter[license_expiration]": [
+            "The filter[license_expiration] field must be a valid date range. "
+            "Allowed formats are `FROM,TO`, each empty or one of `YYYY-MM-DD`."
+        ]
+    }

@@ -146,3 +146,15 @@ def test_422_examples_that_name_what_is_accepted_are_the_answers(client, tenant)
     }
     for name, answer in answers.items():
         assert (answer.status_code, answer.json()) == (422, example("InvalidWrite", name)), name
+
+
+def test_422_examples_of_fixed_choice_filters_are_the_answers(client, tenant):
+    """A filter of a fixed choice, given a value outside it, lists the choice, as the examples show."""
+    hook = make_webhook(client, tenant)
+    kind = client.get("/webhooks", params={"filter[type]": "custm"}, headers=tenant.headers)
+    assert (kind.status_code, kind.json()) == (422, example("InvalidListQuery", "filterChoice"))
+    status = client.get(f"/webhooks/{hook['uuid']}/deliveries", params={"filter[status]": "lost"}, headers=tenant.headers)
+    assert (status.status_code, status.json()) == (422, example("InvalidListQuery", "filterStatus"))
+    name = client.get("/event-types", params={"filter[name]": "driver.sold"}, headers=tenant.headers)
+    _path, _method, op = spec.operation("listEventTypes")
+    assert (name.status_code, name.json()) == (422, op["responses"]["422"]["content"]["application/json"]["example"])

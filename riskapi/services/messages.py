@@ -38,7 +38,9 @@ MESSAGES = {
     "in.allowed": "The selected :attribute is invalid. Allowed values are :values.",
     "profile_type": "The selected :attribute is invalid. Allowed values are `:type` (the risk profile's type).",
     "json_object": "The request body must be a JSON object.",
-    "date_range": "The :attribute field must be a valid date range.",
+    "date_range": (
+        "The :attribute field must be a valid date range. Allowed formats are `FROM,TO`, each empty or one of :formats."
+    ),
     "nesting": "The :attribute field must not be nested more than :max levels deep.",
     "not_found": "The :attribute could not be found in the risk profile.",
     "no_number_left": "The :attribute could not be assigned: the risk profile's numbers reach :max; give a free number.",

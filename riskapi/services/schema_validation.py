@@ -12,6 +12,7 @@ import jsonschema_rs
 from jsonschema import Draft4Validator, FormatChecker, ValidationError
 from jsonschema.validators import extend
 
+import spec
 from riskapi.exceptions import ValidationFailed
 from riskapi.services.messages import listing, message
 
@@ -235,8 +236,12 @@ def _message(kind: str, error: ValidationError, schema: dict, attr: str) -> str:
     if kind in rules:
         return message(rules[kind], attr, min=value, max=value)
     if kind == "pattern":
-        # A schema may name its own words (`x-message`), e.g. a cursor: malformed or forged, it is "invalid".
-        return message(schema.get("x-message", "regex"), attr)
+        # A comma list of a fixed choice names the schema whose enum it takes (`x-choices`), to list it.
+        if "x-choices" in schema:
+            return message("in.allowed", attr, values=listing(spec.schema(schema["x-choices"])["enum"]))
+        # A schema may name its own words (`x-message`), e.g. a cursor: malformed or forged, it is "invalid";
+        # and the forms it takes (`x-formats`), e.g. a date range.
+        return message(schema.get("x-message", "regex"), attr, formats=listing(schema.get("x-formats", ())))
     return message("invalid", attr)
 
 
