@@ -117,8 +117,9 @@ def _one_of(validator: Any, branches: list[dict], instance: Any, schema: dict) -
     if prop not in instance:
         yield ValidationError(f"'{prop}' is a required property", validator="required", validator_value=[prop])
     else:
-        tags = [tag for branch in branches for tag in branch.get("properties", {}).get(prop, {}).get("enum", ())]
-        yield ValidationError("invalid tag", validator="enum", validator_value=tags, path=deque([prop]), instance=tag)
+        # The tags of every branch are what the error lists as allowed.
+        known = [name for branch in branches for name in branch.get("properties", {}).get(prop, {}).get("enum", ())]
+        yield ValidationError("invalid tag", validator="enum", validator_value=known, path=deque([prop]), instance=tag)
 
 
 _KEYWORDS = {name: _nullable(fn) for name, fn in Draft4Validator.VALIDATORS.items()}
