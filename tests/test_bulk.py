@@ -91,7 +91,8 @@ def test_a_profile_type_other_than_the_profiles_is_invalid(profile):
     payload = body("vehicle", {}, profile_type="commercial")
     payload["data"].append({"object": "vehicle", "data": {}, "profile_type": "personal"})
     rows, errors = plan_create(Vehicle, profile, payload)
-    assert rows == [] and errors == {"data.1.profile_type": ["The selected data.1.profile_type is invalid."]}
+    text = "The selected data.1.profile_type is invalid. Allowed values are `commercial` (the risk profile's type)."
+    assert rows == [] and errors == {"data.1.profile_type": [text]}
 
 
 def test_a_drivers_nested_address_is_planned_beside_it(profile):

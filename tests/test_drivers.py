@@ -102,7 +102,10 @@ def test_nested_address_errors_use_dotted_paths(client, tenant):
     )
     assert body["message"] == {
         "data.0.data.address.data.city": ["The data.0.data.address.data.city field is required."],
-        "data.0.data.address.data.state": ["The selected data.0.data.address.data.state is invalid."],
+        "data.0.data.address.data.state": [
+            "The selected data.0.data.address.data.state is invalid. Allowed values are "
+            "`AL, AK, AZ, AR, CA, CO, CT, DE, DC, FL, GA, HI, ID, IL, IN, IA, KS, KY, LA, ME` and 42 more."
+        ],
         "data.0.data.address.data.zip": ["The data.0.data.address.data.zip field format is invalid."],
     }
 
@@ -110,7 +113,8 @@ def test_nested_address_errors_use_dotted_paths(client, tenant):
 def test_profile_type_must_match_the_risk_profile(client, tenant):
     response = client.post(tenant.url("/drivers"), json=items("driver", {}, profile_type="personal"), headers=tenant.headers)
     assert response.status_code == 422
-    assert response.json()["message"] == {"data.0.profile_type": ["The selected data.0.profile_type is invalid."]}
+    text = "The selected data.0.profile_type is invalid. Allowed values are `commercial` (the risk profile's type)."
+    assert response.json()["message"] == {"data.0.profile_type": [text]}
 
 
 def test_filters(client, tenant):

@@ -6,6 +6,7 @@ callback example must be valid against its schema, and each example of a shared 
 401, 404, 413, 415) is provoked over HTTP and compared with the answer, body and status.
 """
 
+import gzip
 import uuid
 
 import pytest
@@ -14,6 +15,7 @@ import spec
 from riskapi.services.schema_validation import SchemaValidator
 from tests.support import make_tenant, make_webhook, webhook_items
 from tests.test_examples import OPERATIONS
+from toolkit.tenants import items
 
 
 def media_examples(media: dict) -> dict:
@@ -118,3 +120,41 @@ def test_413_and_415_examples_are_the_answers(client, tenant, settings):
     assert (too_large.status_code, too_large.json()) == (413, example("TooLarge", "tooLarge"))
     text = client.post(tenant.url("/drivers"), content=b"hello", headers={**tenant.headers, "Content-Type": "text/plain"})
     assert (text.status_code, text.json()) == (415, example("UnsupportedMediaType", "notJson"))
+    encoded_body = gzip.compress(b'{"data": [{"object": "driver", "data": {}}]}')
+    headers = {**tenant.headers, "Content-Type": "application/json", "Content-Encoding": "gzip"}
+    encoded = client.post(tenant.url("/drivers"), content=encoded_body, headers=headers)
+    assert (encoded.status_code, encoded.json()) == (415, example("UnsupportedMediaType", "encoded"))
+
+
+def test_422_examples_that_name_what_is_accepted_are_the_answers(client, tenant):
+    """The examples of fixed choices, dates and profile types are the answers, word for word."""
+    premise = items("premise", {"state": "ZZ", "zip": "1"})
+    answers = {
+        "choiceAndFormat": client.post(tenant.url("/premises"), json=premise, headers=tenant.headers),
+        "eventAndUrl": client.post(
+            "/webhooks",
+            json=webhook_items({"type": "custom", "url": "http://hooks.example.com/in", "events": ["driver.create"]}),
+            headers=tenant.headers,
+        ),
+        "eventNotPublished": client.post("/events", json={"event": "driver.created", "data": {}}, headers=tenant.headers),
+        "profileTypeMismatch": client.post(
+            tenant.url("/drivers"), json=items("driver", {}, profile_type="personal"), headers=tenant.headers
+        ),
+        "invalidDate": client.post(
+            tenant.url("/drivers"), json=items("driver", {"date_of_birth": "1990-13-01"}), headers=tenant.headers
+        ),
+    }
+    for name, answer in answers.items():
+        assert (answer.status_code, answer.json()) == (422, example("InvalidWrite", name)), name
+
+
+def test_422_examples_of_fixed_choice_filters_are_the_answers(client, tenant):
+    """A filter of a fixed choice, given a value outside it, lists the choice, as the examples show."""
+    hook = make_webhook(client, tenant)
+    kind = client.get("/webhooks", params={"filter[type]": "custm"}, headers=tenant.headers)
+    assert (kind.status_code, kind.json()) == (422, example("InvalidListQuery", "filterChoice"))
+    status = client.get(f"/webhooks/{hook['uuid']}/deliveries", params={"filter[status]": "lost"}, headers=tenant.headers)
+    assert (status.status_code, status.json()) == (422, example("InvalidListQuery", "filterStatus"))
+    name = client.get("/event-types", params={"filter[name]": "driver.sold"}, headers=tenant.headers)
+    _path, _method, op = spec.operation("listEventTypes")
+    assert (name.status_code, name.json()) == (422, op["responses"]["422"]["content"]["application/json"]["example"])

@@ -95,7 +95,9 @@ def test_laravel_wording(client, tenant):
     body = items("driver", {"date_of_birth": "2023-02-30", "is_employee": "yes", "image": "not a url", "employee_number": 1.5})
     response = client.post(tenant.url("/drivers"), json=body, headers=tenant.headers)
     assert response.json()["message"] == {
-        "data.0.data.date_of_birth": ["The data.0.data.date_of_birth field must be a valid date."],
+        "data.0.data.date_of_birth": [
+            "The data.0.data.date_of_birth field must be a valid date. Allowed formats are `YYYY-MM-DD, MM/DD/YYYY`."
+        ],
         "data.0.data.is_employee": ["The data.0.data.is_employee field must be true or false."],
         "data.0.data.image": [
             "The data.0.data.image field must be a valid URL.",

@@ -70,9 +70,18 @@ def test_null_and_a_value_are_accepted_and_answered(client, tenant):
     [
         ("last_name", 5, "The data.0.data.last_name field must be a string."),
         ("last_name", {}, "The data.0.data.last_name field must be a string."),
-        ("date_of_birth", "2020-02-30", "The data.0.data.date_of_birth field must be a valid date."),
-        ("sex", "bogus", "The selected data.0.data.sex is invalid."),
-        ("sex", [], "The data.0.data.sex field must be a string.|The selected data.0.data.sex is invalid."),
+        (
+            "date_of_birth",
+            "2020-02-30",
+            "The data.0.data.date_of_birth field must be a valid date. Allowed formats are `YYYY-MM-DD, MM/DD/YYYY`.",
+        ),
+        ("sex", "bogus", "The selected data.0.data.sex is invalid. Allowed values are `male, female, non_binary, unknown`."),
+        (
+            "sex",
+            [],
+            "The data.0.data.sex field must be a string."
+            "|The selected data.0.data.sex is invalid. Allowed values are `male, female, non_binary, unknown`.",
+        ),
         ("vehicle", "nope", "The selected data.0.data.vehicle is invalid."),
         ("number", 0, "The data.0.data.number field must be between 1 and 2147483647."),
     ],

@@ -39,7 +39,7 @@ def test_invalid_dry_run_runs_database_rules(client, tenant):
     assert response.headers["Precognition"] == "true"
     assert response.json()["errors"] == {
         "data.0.data.number": ["The data.0.data.number has already been taken."],
-        "data.1.data.sex": ["The selected data.1.data.sex is invalid."],
+        "data.1.data.sex": ["The selected data.1.data.sex is invalid. Allowed values are `male, female, non_binary, unknown`."],
     }
     assert count(client, tenant) == 1
 

@@ -150,8 +150,14 @@ def test_an_impossible_date_fails_with_the_filter_named(profile):
     with pytest.raises(ValidationFailed) as failed:
         matching(profile, license_expiration="2024-02-30,", created=",2024-13-01", first_name="x")
     assert failed.value.errors == {
-        "filter[license_expiration]": ["The filter[license_expiration] field must be a valid date range."],
-        "filter[created]": ["The filter[created] field must be a valid date range."],
+        "filter[license_expiration]": [
+            "The filter[license_expiration] field must be a valid date range. "
+            "Allowed formats are `FROM,TO`, each empty or one of `YYYY-MM-DD`."
+        ],
+        "filter[created]": [
+            "The filter[created] field must be a valid date range. Allowed formats are `FROM,TO`, "
+            "each empty or one of `YYYY-MM-DD, YYYY-MM-DDTHH:MM:SS+HH:MM, YYYY-MM-DDTHH:MM:SSZ`."
+        ],
     }
 
 

@@ -81,7 +81,7 @@ def test_type_errors(field, value, message):
         ("first_name", "Adelaide", "The first name field must not be greater than 5 characters."),
         ("tags", [], "The tags field must have at least 1 items."),
         ("tags", ["a", "b", "c"], "The tags field must not have more than 2 items."),
-        ("state", "NY", "The selected state is invalid."),
+        ("state", "NY", "The selected state is invalid. Allowed values are `TX, CA`."),
         ("zip", "7870", "The zip field format is invalid."),
     ],
 )
@@ -93,10 +93,15 @@ def test_bound_enum_and_pattern_errors(field, value, message):
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("born", "2023-02-29", "The born field must be a valid date."),
-        ("born", "13/01/2024", "The born field must be a valid date."),
-        ("born", "2024/01/01", "The born field must be a valid date."),
-        ("seen", "yesterday", "The seen field must be a valid date."),
+        ("born", "2023-02-29", "The born field must be a valid date. Allowed formats are `YYYY-MM-DD, MM/DD/YYYY`."),
+        ("born", "13/01/2024", "The born field must be a valid date. Allowed formats are `YYYY-MM-DD, MM/DD/YYYY`."),
+        ("born", "2024/01/01", "The born field must be a valid date. Allowed formats are `YYYY-MM-DD, MM/DD/YYYY`."),
+        (
+            "seen",
+            "yesterday",
+            "The seen field must be a valid date. Allowed formats are "
+            "`YYYY-MM-DDTHH:MM:SS+HH:MM, YYYY-MM-DDTHH:MM:SSZ, YYYY-MM-DD`.",
+        ),
         ("id", "{12345678-1234-1234-1234-123456789012}", "The id field must be a valid UUID."),
         ("id", "12345678123412341234123456789012", "The id field must be a valid UUID."),
         ("site", "ftp://example.com/", "The site field must be a valid URL."),
@@ -150,7 +155,7 @@ def test_a_discriminated_one_of_reports_the_errors_of_the_branch_its_tag_names()
     assert errors({"object": "two", "b": 1}, schema) == {"b": ["The b field must be a string."]}
     assert errors({"object": "one"}, schema) == {"a": ["The a field is required."]}
     assert errors({"b": "x"}, schema) == {"object": ["The object field is required."]}
-    assert errors({"object": "three"}, schema) == {"object": ["The selected object is invalid."]}
+    assert errors({"object": "three"}, schema) == {"object": ["The selected object is invalid. Allowed values are `one, two`."]}
     assert errors({"object": "one", "a": 1}, schema) == {}
 
 
@@ -159,7 +164,9 @@ def test_a_spec_schema_gives_messages_at_every_depth():
     validator = SchemaValidator(spec.schema("DriverCreate"))
     body = {"data": [{"object": "driver", "data": {}}, {"object": "driver", "data": {"date_of_birth": "1990-02-30"}}]}
     assert validator.errors(body) == {
-        "data.1.data.date_of_birth": ["The data.1.data.date_of_birth field must be a valid date."],
+        "data.1.data.date_of_birth": [
+            "The data.1.data.date_of_birth field must be a valid date. Allowed formats are `YYYY-MM-DD, MM/DD/YYYY`."
+        ],
     }
 
 

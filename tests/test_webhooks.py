@@ -79,8 +79,12 @@ def test_create_reports_every_invalid_item_by_path(client, tenant):
     body = response.json()
     assert body["status"] == 422 and body["validation"] is True
     errors = body["message"]
-    assert errors["data.1.data.type"] == ["The selected data.1.data.type is invalid."]
-    assert errors["data.1.data.events.0"] == ["The selected data.1.data.events.0 is invalid."]
+    assert errors["data.1.data.type"] == ["The selected data.1.data.type is invalid. Allowed values are `custom, zapier`."]
+    assert errors["data.1.data.events.0"] == [
+        "The selected data.1.data.events.0 is invalid. Allowed values are `form.completed, signature_packet.completed, "
+        "driver.created, driver.updated, driver.deleted, vehicle.created, vehicle.updated, vehicle.deleted, premise.created, "
+        "premise.updated, premise.deleted, building.created, building.updated, building.deleted, webhook.ping`."
+    ]
     assert errors["data.2.data.type"] == ["The data.2.data.type field is required."]
     assert errors["data.2.data.events"] == ["The data.2.data.events field is required."]
     assert errors["data.3.data.events"] == ["The data.3.data.events field must have at least 1 items."]
@@ -313,7 +317,9 @@ def test_list_filters(client, tenant, other_tenant):
 
     bad = client.get("/webhooks", params={"filter[events]": "nope.created", "filter[colour]": "x"}, headers=tenant.headers)
     assert bad.status_code == 422
-    assert bad.json()["message"]["filter[events]"] == ["The filter[events] field format is invalid."]
+    assert bad.json()["message"]["filter[events]"][0].startswith(
+        "The selected filter[events] is invalid. Allowed values are `form.completed, signature_packet.completed, "
+    )
     assert bad.json()["message"]["filter"][0].startswith("Requested filter(s) `colour` are not allowed.")
     bad_sort = client.get("/webhooks", params={"sort": "url"}, headers=tenant.headers)
     assert bad_sort.status_code == 422

@@ -1,4 +1,4 @@
-"""ASGI middleware: body size limit, method override, Precognition headers."""
+"""ASGI middleware: body size limit, media type and coding, method override, Precognition headers."""
 
 import re
 from urllib.parse import parse_qsl, urlencode
@@ -66,8 +66,22 @@ def _flatten_filter_arrays(scope: Scope) -> Scope:
     return dict(scope, query_string=urlencode(flat).encode("latin-1"))
 
 
+# The content codings a body may be sent in (the spec's `x-content-encodings`): nothing decodes another.
+_ENCODINGS = tuple(spec.raw()["x-content-encodings"])
+
+
+def _check_encoding(headers: Headers) -> None:
+    """Refuse a body in a coding the service does not decode: read as JSON it would be mojibake or a 400."""
+    named = [part.strip().lower() for value in headers.getlist("content-encoding") for part in value.split(",")]
+    offending = [name for name in named if name and name not in _ENCODINGS]
+    if offending:
+        text = f"The request body's Content-Encoding `{', '.join(offending)}` is not supported. Allowed encodings are "
+        # RFC 7694: a 415 for a content coding names the accepted ones in Accept-Encoding.
+        raise ApiError(415, text + messages.listing(_ENCODINGS) + ".", {"Accept-Encoding": ", ".join(_ENCODINGS)})
+
+
 class BodyMiddleware:
-    """Refuse bodies over the size limit; let POST /risks/{risk}/data stand for PATCH or DELETE."""
+    """Refuse bodies over the size limit, undeclared or encoded; let POST /risks/{risk}/data stand for PATCH or DELETE."""
 
     def __init__(self, app: ASGIApp, max_body_bytes: int = 10 * 1024 * 1024) -> None:
         self.app = app
@@ -88,6 +102,8 @@ class BodyMiddleware:
         if has_body and not headers.get("content-type"):
             # Guessing JSON would accept what a client never declared; the spec says 415.
             raise ApiError(415, "The request body must be JSON (Content-Type: application/json).")
+        if has_body:
+            _check_encoding(headers)
         receive = self._limited(receive)
         scope = _flatten_filter_arrays(scope)
         if scope["method"] == "POST" and _OVERRIDABLE.match(scope["path"]):

@@ -8,7 +8,7 @@ import peewee
 
 import spec
 from riskapi.exceptions import ValidationFailed
-from riskapi.services.messages import message
+from riskapi.services.messages import listing, message
 from riskapi.services.pagination import Key
 from riskapi.services.render import Model
 
@@ -108,7 +108,8 @@ class ListSpec:
             try:
                 query = query.where(self._clause(name, definition, value, risk_id))
             except ValueError:
-                errors[f"filter[{name}]"] = [message("date_range", f"filter[{name}]")]
+                formats = listing(definition.get("x-formats", ()))
+                errors[f"filter[{name}]"] = [message("date_range", f"filter[{name}]", formats=formats)]
         if errors:
             raise ValidationFailed(errors)
         return query

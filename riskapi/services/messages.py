@@ -5,6 +5,7 @@ filled from the keyword arguments. Every module that reports an invalid value ta
 """
 
 import re
+from collections.abc import Iterable
 
 MESSAGES = {
     # Laravel's, as its validation rules word them.
@@ -16,7 +17,7 @@ MESSAGES = {
     "object": "The :attribute field must be an object.",
     "invalid": "The :attribute field is invalid.",
     "in": "The selected :attribute is invalid.",
-    "date": "The :attribute field must be a valid date.",
+    "date": "The :attribute field must be a valid date. Allowed formats are :formats.",
     "uuid": "The :attribute field must be a valid UUID.",
     "url": "The :attribute field must be a valid URL.",
     "regex": "The :attribute field format is invalid.",
@@ -32,9 +33,14 @@ MESSAGES = {
     "required": "The :attribute field is required.",
     "prohibited": "The :attribute field is prohibited.",
     "after": "The :attribute field must be a date after :date.",
-    # This service's own, in the same voice.
+    # This service's own, in the same voice. A fixed choice keeps Laravel's sentence and says what it takes,
+    # worded as spatie's errors of include, sort and filter names ("Allowed include(s) are `a, b`.").
+    "in.allowed": "The selected :attribute is invalid. Allowed values are :values.",
+    "profile_type": "The selected :attribute is invalid. Allowed values are `:type` (the risk profile's type).",
     "json_object": "The request body must be a JSON object.",
-    "date_range": "The :attribute field must be a valid date range.",
+    "date_range": (
+        "The :attribute field must be a valid date range. Allowed formats are `FROM,TO`, each empty or one of :formats."
+    ),
     "nesting": "The :attribute field must not be nested more than :max levels deep.",
     "not_found": "The :attribute could not be found in the risk profile.",
     "no_number_left": "The :attribute could not be assigned: the risk profile's numbers reach :max; give a free number.",
@@ -47,6 +53,24 @@ MESSAGES = {
 
 _PLACEHOLDER = re.compile(r":([a-z]+)")
 
+# The most values an error lists; the rest are counted (62 state codes would drown the sentence).
+MAX_LISTED = 20
+
+
+def listing(values: Iterable[object]) -> str:
+    """Quote values as spatie lists them, the first MAX_LISTED only, then how many more: "`a, b` and 3 more"."""
+    shown = [_text(value) for value in values]
+    more = len(shown) - MAX_LISTED
+    quoted = f"`{', '.join(shown[:MAX_LISTED])}`"
+    return f"{quoted} and {more} more" if more > 0 else quoted
+
+
+def _text(value: object) -> str:
+    """Write a value as JSON names it (null, true), a string as it is."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    return str(value)
+
 
 def message(rule: str, attribute: str, **values: object) -> str:
     """Return the text of `rule` for a field, its placeholders filled in."""
@@ -54,4 +78,4 @@ def message(rule: str, attribute: str, **values: object) -> str:
     return _PLACEHOLDER.sub(lambda m: str(values.get(m.group(1), m.group(0))), MESSAGES[rule])
 
 
-__all__ = ["MESSAGES", "message"]
+__all__ = ["MAX_LISTED", "MESSAGES", "listing", "message"]

@@ -50,12 +50,13 @@ def _column_kinds(model: type[InRisk]) -> dict[str, bool]:
 
 
 def check_profile_type(profile: Risk, items: list, errors: Errors) -> None:
-    """An item's profile_type, when given, must be the risk profile's type."""
+    """An item's profile_type, when given, must be the risk profile's type (named in the error)."""
     for i, item in enumerate(items):
         value = item.get("profile_type") if isinstance(item, dict) else None
         path = f"data.{i}.profile_type"
-        if isinstance(value, str) and value != profile.type and errors.clean(path):
-            errors.add(path, message("in", path))
+        if isinstance(value, str) and value != profile.type:
+            # Replaces the schema's list of every type: only this profile's would be accepted.
+            errors[path] = [message("profile_type", path, type=profile.type)]
 
 
 def resolve_references(

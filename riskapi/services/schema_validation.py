@@ -12,11 +12,17 @@ import jsonschema_rs
 from jsonschema import Draft4Validator, FormatChecker, ValidationError
 from jsonschema.validators import extend
 
+import spec
 from riskapi.exceptions import ValidationFailed
-from riskapi.services.messages import message
+from riskapi.services.messages import listing, message
 
 _US_DATE = re.compile(r"^(\d{2})/(\d{2})/(\d{4})$")
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# What a 422 names as accepted, by format: the forms parse_date and _is_datetime take.
+DATE_FORMATS = {
+    "date": ("YYYY-MM-DD", "MM/DD/YYYY"),
+    "date-time": ("YYYY-MM-DDTHH:MM:SS+HH:MM", "YYYY-MM-DDTHH:MM:SSZ", "YYYY-MM-DD"),
+}
 
 
 def parse_date(value: str) -> datetime.date | None:
@@ -111,7 +117,9 @@ def _one_of(validator: Any, branches: list[dict], instance: Any, schema: dict) -
     if prop not in instance:
         yield ValidationError(f"'{prop}' is a required property", validator="required", validator_value=[prop])
     else:
-        yield ValidationError("invalid tag", validator="enum", path=deque([prop]), instance=tag)
+        # The tags of every branch are what the error lists as allowed.
+        known = [name for branch in branches for name in branch.get("properties", {}).get(prop, {}).get("enum", ())]
+        yield ValidationError("invalid tag", validator="enum", validator_value=known, path=deque([prop]), instance=tag)
 
 
 _KEYWORDS = {name: _nullable(fn) for name, fn in Draft4Validator.VALIDATORS.items()}
@@ -207,10 +215,14 @@ def _message(kind: str, error: ValidationError, schema: dict, attr: str) -> str:
         if "integer" in types:
             return message("integer" if isinstance(error.instance, float) else "numeric", attr)
         return message(_TYPES.get(types[0], "invalid"), attr)
-    if kind in {"enum", "oneOf", "anyOf"}:
+    if kind == "enum":
+        return message("in.allowed", attr, values=listing(value))
+    if kind in {"oneOf", "anyOf"}:
         return message("in", attr)
     if kind == "format":
-        return message(_FORMATS[value], attr) if value in _FORMATS else message("regex", attr)
+        if value not in _FORMATS:
+            return message("regex", attr)
+        return message(_FORMATS[value], attr, formats=listing(DATE_FORMATS.get(value, ())))
     if kind in {"minimum", "maximum"}:
         low, high = schema.get("minimum"), schema.get("maximum")
         if low is not None and high is not None:
@@ -225,8 +237,12 @@ def _message(kind: str, error: ValidationError, schema: dict, attr: str) -> str:
     if kind in rules:
         return message(rules[kind], attr, min=value, max=value)
     if kind == "pattern":
-        # A schema may name its own words (`x-message`), e.g. a cursor: malformed or forged, it is "invalid".
-        return message(schema.get("x-message", "regex"), attr)
+        # A comma list of a fixed choice names the schema whose enum it takes (`x-choices`), to list it.
+        if "x-choices" in schema:
+            return message("in.allowed", attr, values=listing(spec.schema(schema["x-choices"])["enum"]))
+        # A schema may name its own words (`x-message`), e.g. a cursor: malformed or forged, it is "invalid";
+        # and the forms it takes (`x-formats`), e.g. a date range.
+        return message(schema.get("x-message", "regex"), attr, formats=listing(schema.get("x-formats", ())))
     return message("invalid", attr)
 
 

@@ -1,0 +1,137 @@
+"""Errors that say what would have been accepted: fixed choices, date formats, the profile's type, content codings."""
+
+import gzip
+import uuid
+
+import orjson
+
+import spec
+from riskapi.services.messages import MAX_LISTED, listing
+from tests.support import make_tenant, webhook_items
+from toolkit.tenants import items
+
+JSON = {"Content-Type": "application/json"}
+
+
+def errors_of(response) -> dict:
+    """Return a 422's errors, after checking that its shape is the documented one."""
+    assert response.status_code == 422, response.text
+    body = response.json()
+    assert set(body) == {"message", "errors", "status", "validation"}
+    assert body["message"] == body["errors"] and body["status"] == 422 and body["validation"] is True
+    return body["message"]
+
+
+def test_a_fixed_choice_lists_every_allowed_value(client, tenant):
+    data = {"sex": "M", "marital_status": "wed"}
+    errors = errors_of(client.post(tenant.url("/drivers"), json=items("driver", data), headers=tenant.headers))
+    assert errors == {
+        "data.0.data.sex": ["The selected data.0.data.sex is invalid. Allowed values are `male, female, non_binary, unknown`."],
+        "data.0.data.marital_status": [
+            "The selected data.0.data.marital_status is invalid. "
+            "Allowed values are `single, married, divorced, widowed, separated, domestic_partner`."
+        ],
+    }
+
+
+def test_an_object_kind_lists_the_kinds_the_operation_takes(client, tenant):
+    created = client.post(tenant.url("/drivers"), json=items("drivr", {}), headers=tenant.headers)
+    assert errors_of(created) == {"data.0.object": ["The selected data.0.object is invalid. Allowed values are `driver`."]}
+    updated = client.patch(
+        tenant.url(), json={"data": [{"object": "drivr", "uuid": str(uuid.uuid4()), "data": {}}]}, headers=tenant.headers
+    )
+    assert errors_of(updated)["data.0.object"] == [
+        "The selected data.0.object is invalid. Allowed values are `driver, address, vehicle, premise, building`."
+    ]
+
+
+def test_an_event_name_lists_the_events(client, tenant):
+    body = webhook_items({"type": "custom", "url": "https://hooks.example.com/in", "events": ["driver.create"]})
+    errors = errors_of(client.post("/webhooks", json=body, headers=tenant.headers))
+    names = spec.schema("EventName")["enum"]
+    assert len(names) <= MAX_LISTED and "driver.created" in names
+    assert errors == {
+        "data.0.data.events.0": [f"The selected data.0.data.events.0 is invalid. Allowed values are `{', '.join(names)}`."]
+    }
+
+
+def test_more_than_twenty_values_list_the_first_twenty_and_count_the_rest(client, tenant):
+    states = spec.schema("StateCode")["enum"]
+    assert len(states) > MAX_LISTED
+    response = client.post(tenant.url("/drivers"), json=items("driver", {"license_state": "XX"}), headers=tenant.headers)
+    assert errors_of(response) == {
+        "data.0.data.license_state": [
+            "The selected data.0.data.license_state is invalid. Allowed values are "
+            f"`AL, AK, AZ, AR, CA, CO, CT, DE, DC, FL, GA, HI, ID, IL, IN, IA, KS, KY, LA, ME` and {len(states) - 20} more."
+        ]
+    }
+
+
+def test_listing_shows_twenty_values_whole_and_counts_past_them():
+    assert listing(range(20)) == f"`{', '.join(str(n) for n in range(20))}`"
+    assert listing(range(21)) == f"`{', '.join(str(n) for n in range(20))}` and 1 more"
+    assert listing([None, True, "a"]) == "`null, true, a`"
+
+
+def test_a_date_error_names_the_formats_it_takes(client, tenant):
+    data = {"date_of_birth": "1990-02-30", "hire_date": "31.01.2020"}
+    errors = errors_of(client.post(tenant.url("/drivers"), json=items("driver", data), headers=tenant.headers))
+    formats = "Allowed formats are `YYYY-MM-DD, MM/DD/YYYY`."
+    assert errors == {
+        "data.0.data.date_of_birth": [f"The data.0.data.date_of_birth field must be a valid date. {formats}"],
+        "data.0.data.hire_date": [f"The data.0.data.hire_date field must be a valid date. {formats}"],
+    }
+    accepted = client.post(tenant.url("/drivers"), json=items("driver", {"hire_date": "01/31/2020"}), headers=tenant.headers)
+    assert accepted.status_code == 201 and accepted.json()["data"][0]["data"]["hire_date"] == "2020-01-31"
+
+
+def test_a_profile_type_that_does_not_match_names_the_risk_profiles_type(client):
+    personal = make_tenant("personal")
+    for sent in ("commercial", "bogus"):
+        body = items("driver", {}, profile_type=sent)
+        errors = errors_of(client.post(personal.url("/drivers"), json=body, headers=personal.headers))
+        text = "The selected data.0.profile_type is invalid. Allowed values are `personal` (the risk profile's type)."
+        assert errors == {"data.0.profile_type": [text]}, sent
+
+
+def test_a_query_parameters_fixed_choice_lists_its_values(client, tenant):
+    response = client.get(tenant.url("/drivers"), params={"filter[is_employee]": "yes"}, headers=tenant.headers)
+    assert errors_of(response) == {
+        "filter[is_employee]": ["The selected filter[is_employee] is invalid. Allowed values are `true, false, 1, 0`."]
+    }
+
+
+def test_a_dry_run_names_the_allowed_values_too(client, tenant):
+    headers = {**tenant.headers, "Precognition": "true"}
+    response = client.post(tenant.url("/drivers"), json=items("driver", {"sex": "F"}), headers=headers)
+    assert response.headers["Precognition-Success"] == "false"
+    assert errors_of(response)["data.0.data.sex"] == [
+        "The selected data.0.data.sex is invalid. Allowed values are `male, female, non_binary, unknown`."
+    ]
+
+
+def test_a_compressed_body_answers_415_naming_the_encodings_taken(client, tenant):
+    body = orjson.dumps(items("driver", {"first_name": "Ann"}))
+    for encoding in ("gzip", "br", "identity, gzip"):
+        content = gzip.compress(body) if encoding == "gzip" else body
+        headers = {**tenant.headers, **JSON, "Content-Encoding": encoding}
+        response = client.post(tenant.url("/drivers"), content=content, headers=headers)
+        assert response.status_code == 415, (encoding, response.text)
+        offending = encoding.split(", ")[-1]
+        text = f"The request body's Content-Encoding `{offending}` is not supported. Allowed encodings are `identity`."
+        assert response.json() == {"message": text, "status": 415}
+        assert response.headers["Accept-Encoding"] == "identity"
+    plain = client.post(tenant.url("/drivers"), content=body, headers={**tenant.headers, **JSON, "Content-Encoding": "identity"})
+    assert plain.status_code == 201, plain.text
+    listed = client.get(tenant.url("/drivers"), headers={**tenant.headers, "Content-Encoding": "gzip"})
+    assert listed.status_code == 200  # no body, nothing to decode
+
+
+def test_a_date_range_filter_names_its_formats(client, tenant):
+    response = client.get(tenant.url("/drivers"), params={"filter[license_expiration]": "01/31/2024,"}, headers=tenant.headers)
+    assert errors_of(response) == {
+        "filter[license_expiration]": [
+            "The filter[license_expiration] field must be a valid date range. "
+            "Allowed formats are `FROM,TO`, each empty or one of `YYYY-MM-DD`."
+        ]
+    }
