@@ -7,11 +7,14 @@ that `tox -e spec` needs neither the service nor Connexion installed.
 from __future__ import annotations
 
 import pathlib
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import yaml
 
+# A list's filter is a query parameter named `filter[<name>]` (spatie's form; spec/__init__.py reads it so too).
+FILTER = re.compile(r"^filter\[([^\[\]]+)\]$")
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 # Where a schema object holds other schema objects (OpenAPI 3.0's subset, then JSON Schema 2020-12's own).
 SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
