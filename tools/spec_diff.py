@@ -113,9 +113,8 @@ class Diff:
         old_all, new_all = old_op.get("responses") or {}, op.get("responses") or {}
         old_ok, new_ok = sorted(s for s in old_all if s.startswith("2")), sorted(s for s in new_all if s.startswith("2"))
         if old_ok != new_ok:
-            self.changes.add(
-                "changed", True, "success status changed", f"{name}: {old_ok} → {new_ok}", f"{where}/responses", name
-            )
+            statuses = f"{name}: {', '.join(old_ok) or 'none'} → {', '.join(new_ok) or 'none'}"
+            self.changes.add("changed", True, "success status changed", statuses, f"{where}/responses", name)
         for status, response in new_all.items():
             pointer = f"{where}/responses/{escape(status)}"
             if status not in old_all:
