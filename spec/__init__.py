@@ -15,6 +15,8 @@ warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testcli
 from connexion.json_schema import ExtendedSafeLoader, resolve_refs  # noqa: E402 (after the filter above)
 
 SPEC_PATH = pathlib.Path(__file__).with_name("openapi.yaml")
+# What changed between versions (written by tools.spec_changelog), served beside the spec.
+CHANGELOG_PATH = SPEC_PATH.with_name("CHANGELOG.md")
 
 # A list's filters are query parameters named `filter[<name>]` (spatie's form, sent as is by generated clients).
 FILTER_PARAMETER = re.compile(r"^filter\[([^\[\]]+)\]$")

@@ -37,3 +37,12 @@ def test_summaries_are_plain_words():
     summaries = re.findall(r"^\s*summary:\s*(.*)$", text, flags=re.MULTILINE)
     assert len(summaries) > 24
     assert [s for s in summaries if "`" in s or "<" in s] == []
+
+
+def test_the_docs_page_links_the_changelog_served_beside_the_spec(client):
+    served = client.get("/changelog.md")
+    assert served.status_code == 200 and served.headers["content-type"].startswith("text/markdown")
+    with open("spec/CHANGELOG.md", encoding="utf-8") as handle:
+        assert served.text == handle.read()
+    description = client.get("/openapi.json").json()["info"]["description"]
+    assert "[the changelog](/api/v1/changelog.md)" in description

@@ -1,5 +1,7 @@
 """The spec as written, served at openapi.json and .yaml under the API's base path, for the docs page and for generators.
 
+Its changelog (spec/CHANGELOG.md) is served beside it, at changelog.md, where the docs page links it.
+
 Connexion's own copy has every `$ref` inlined (component names and their descriptions lost, a
 client generated from it gets no named models) and shows `x-bearerInfoFunc`. This serves the file
 itself, with implementation hints removed, before Connexion's Swagger UI middleware sees the path.
@@ -19,6 +21,8 @@ _INTERNAL = {"x-bearerInfoFunc", "x-openapi-router-controller"}
 # Where Swagger UI serves its page and its files (riskapi.api.app's swagger_ui_path).
 DOCS = f"{spec.base_path()}/docs"
 _PATHS = {f"{spec.base_path()}/openapi.json": "application/json", f"{spec.base_path()}/openapi.yaml": "application/yaml"}
+_CHANGELOG = f"{spec.base_path()}/changelog.md"
+_MARKDOWN = "text/markdown; charset=utf-8"
 
 
 def _public(value: Any) -> Any:
@@ -29,9 +33,11 @@ def _public(value: Any) -> Any:
     return value
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=3)
 def document(media_type: str) -> bytes:
-    """Return the public spec in JSON or YAML."""
+    """Return the public spec in JSON or YAML, or its changelog in Markdown."""
+    if media_type == _MARKDOWN:
+        return spec.CHANGELOG_PATH.read_bytes()
     public = _public(spec.raw())
     if media_type == "application/json":
         return orjson.dumps(public)
@@ -51,7 +57,7 @@ class SpecMiddleware:
             await self.app(scope, receive, send)
             return
         path = scope["path"]
-        media_type = _PATHS.get(path)
+        media_type = _MARKDOWN if path == _CHANGELOG else _PATHS.get(path)
         if media_type is None or scope["method"] not in {"GET", "HEAD"}:
             if self.past_docs is not None and media_type is None and not path.startswith(DOCS):
                 await self.past_docs(scope, receive, send)
