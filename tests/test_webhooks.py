@@ -124,7 +124,26 @@ def test_localhost_needs_allow_private_and_ip_literals_never_pass():
     for literal in ("https://127.0.0.1/", "https://[::1]/", "https://10.0.0.1/"):
         assert url_problem(literal, allow_private=True) == "must not be an IP address"
     assert url_problem("https://hooks.example.com/in?x=1", allow_private=False) is None
-    assert url_problem("https://bücher.example/in", allow_private=False) is None
+    assert url_problem("https://bücher.de/in", allow_private=False) is None
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://evil.test/in",
+        "https://evil.test./in",  # the root's trailing dot names the same host
+        "https://a.internal/in",
+        "https://printer.local./in",
+        "https://x.onion/in",
+        "https://router.home.arpa/in",
+        "https://a.example/in",
+        "https://nowhere.invalid./in",
+        "https://localhost./in",
+    ],
+)
+def test_names_that_are_never_public_are_refused_with_or_without_the_trailing_dot(url):
+    assert url_problem(url, allow_private=False) == "must be a public domain name"
+    assert url_problem(url, allow_private=True) is None
 
 
 def test_create_dry_run_validates_and_writes_nothing(client, tenant):

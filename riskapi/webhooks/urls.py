@@ -16,6 +16,9 @@ _NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
 # C0 controls, space, DEL and C1 controls: http.client refuses some, receivers misread the rest.
 _UNSENDABLE = re.compile(r"[\x00-\x20\x7f-\x9f]")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+# Names that never resolve on the public internet (RFC 2606, RFC 6761, RFC 6762, RFC 7686, RFC 8375, RFC 9476,
+# ICANN's .internal): a receiver there is private or nowhere, with or without the root's trailing dot.
+_NOT_PUBLIC = ("localhost", "test", "invalid", "example", "local", "onion", "alt", "internal", "home.arpa")
 
 
 def _percent_encode(text: str) -> str:
@@ -88,7 +91,7 @@ def url_problem(url: str, allow_private: bool) -> str | None:
     if len(normal) > MAX_LENGTH:
         return f"must not be greater than {MAX_LENGTH} characters"
     name = host.rstrip(".")
-    if name == "localhost" or name.endswith(".localhost"):
+    if any(name == suffix or name.endswith("." + suffix) for suffix in _NOT_PUBLIC):
         return None if allow_private else "must be a public domain name"
     labels = name.split(".")
     if not all(_LABEL.match(label) for label in labels):
