@@ -21,7 +21,7 @@ VALID = re.compile(r"[!-~]([ -~]*[!-~])?")
 
 
 @schemathesis.hook
-def before_call(ctx, case, **kwargs):  # noqa: ANN001, ANN201, ARG001 - Schemathesis' hook signature
+def before_call(ctx, case, **kwargs):
     """Give each request with a schema-valid Idempotency-Key a key of its own."""
     headers = case.headers or {}
     for name, value in list(headers.items()):
