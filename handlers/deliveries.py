@@ -4,6 +4,7 @@ import uuid
 from typing import Any
 
 import flask
+import orjson
 import peewee
 
 import models
@@ -17,8 +18,8 @@ from riskapi.services.messages import message
 from riskapi.services.render import envelope, values
 
 
-def _select() -> "peewee.ModelSelect[Any]":  # read as dicts: each row carries its event's uuid too
-    return Delivery.select(Delivery, Event.uuid.alias("event_uuid")).join(Event)
+def _select() -> "peewee.ModelSelect[Any]":  # read as dicts: each row carries its event's uuid and the body sent too
+    return Delivery.select(Delivery, Event.uuid.alias("event_uuid"), Event.body.alias("body")).join(Event)
 
 
 def render(row: dict, attempts: list[dict]) -> dict:
@@ -27,10 +28,18 @@ def render(row: dict, attempts: list[dict]) -> dict:
     shown = {
         **row,
         "event_id": row["event_uuid"],
-        "attempts": [values("DeliveryAttempt", attempt) for attempt in attempts],
+        "attempts": [_attempt(attempt) for attempt in attempts],
         "next_attempt": row["next_attempt"] if pending else None,
     }
     return envelope(Delivery, shown)
+
+
+def _attempt(row: dict) -> dict:
+    """Return an attempt as the log shows it: its exchange read back from the JSON stored."""
+    sent, answer = row.get("request_headers"), row.get("response")
+    response = None if answer is None else {"status": row["status"], **orjson.loads(answer)}
+    headers = None if sent is None else orjson.loads(sent)
+    return values("DeliveryAttempt", {**row, "request_headers": headers, "response": response})
 
 
 def _attempts(ids: list[int]) -> dict:

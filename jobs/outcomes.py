@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import orjson
 import peewee
 import redis
 from rq import Queue
@@ -87,6 +88,14 @@ def error_text(result: Result) -> str | None:
         return result.error
     waited = pause(result.retry_after)
     return f"Retry-After {result.retry_after:g} s" + (f" (waiting {waited:g} s)" if waited != result.retry_after else "")
+
+
+def exchange(result: Result) -> dict[str, str | None]:
+    """Return the attempt log's columns of what went and what came back: the request's headers and the answer, as JSON."""
+    sent = None if result.request_headers is None else orjson.dumps(result.request_headers).decode()
+    answer = result.response
+    shown = {"headers": answer.headers, "body": answer.body, "body_truncated": answer.truncated} if answer else None
+    return {"request_headers": sent, "response": None if shown is None else orjson.dumps(shown).decode()}
 
 
 def settle_webhook(webhook: Webhook, outcome: str, settings: Settings, now: datetime.datetime) -> None:
@@ -175,6 +184,7 @@ def write(
     """Write the attempt and its consequences in the caller's transaction; return (outcome, changed, tries, next_attempt)."""
     tries, now = delivery.tries + 1, utcnow()
     entry = {"at": started, "status": result.status, "error": error_text(result), "duration_ms": result.duration_ms}
+    entry.update(exchange(result))
     Attempt.insert(delivery=delivery.id, **entry).execute()
     decision = decide(result, webhook.type, tries, list(settings.webhook_retry_delays))
     next_attempt = None if decision.wait is None else now + datetime.timedelta(seconds=decision.wait)
@@ -192,7 +202,7 @@ def write_all(attempts: list[Attempted], settings: Settings) -> list[Written]:
     of their attempt rows and one update of the deliveries that succeeded; return what `write` returns, in order."""
     now = utcnow()
     entries = [
-        {"delivery": d.id, "at": started, "status": r.status, "error": error_text(r), "duration_ms": r.duration_ms}
+        {"delivery": d.id, "at": started, "status": r.status, "error": error_text(r), "duration_ms": r.duration_ms, **exchange(r)}
         for d, _, _, started, r, _ in attempts
     ]
     # models.inserts: the statement's text cached by its shape, not built by Peewee value by value.
@@ -217,7 +227,7 @@ def write_all(attempts: list[Attempted], settings: Settings) -> list[Written]:
 
 
 _ROWS = 200  # rows per statement: within SQLite's and PostgreSQL's limits on bound parameters
-_ATTEMPT = ("delivery", "at", "status", "error", "duration_ms")
+_ATTEMPT = ("delivery", "at", "status", "error", "duration_ms", "request_headers", "response")
 
 
 def _succeeded(attempts: list[Attempted], decisions: list[Decision], now: datetime.datetime) -> set[int]:
@@ -296,6 +306,7 @@ __all__ = [
     "conclude",
     "decide",
     "error_text",
+    "exchange",
     "next_delay",
     "observe",
     "pause",

@@ -122,6 +122,10 @@ class Attempt(BaseModel):
     status = peewee.IntegerField(null=True)
     error = peewee.TextField(null=True)
     duration_ms = peewee.IntegerField()
+    # JSON of what went and what came back (added by migration 0006; null in the attempts made before it):
+    # the request's headers as sent, and the answer's {headers, body, body_truncated} (null: no complete answer).
+    request_headers = peewee.TextField(null=True)
+    response = peewee.TextField(null=True)
 
 
 WEBHOOK_MODELS = [Webhook, Event, Delivery, Attempt]
