@@ -27,6 +27,7 @@ def render(row: dict, attempts: list[dict]) -> dict:
     pending = row["status"] == PENDING and row["next_attempt"] is not None
     shown = {
         **row,
+        "status": Delivery.shown_status(row["status"], row["tries"]),
         "event_id": row["event_uuid"],
         "attempts": [_attempt(attempt) for attempt in attempts],
         "next_attempt": row["next_attempt"] if pending else None,

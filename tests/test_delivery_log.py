@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from riskapi.webhooks.signing import verify
 from tests.support import make_webhook
-from tests.webhook_support import add_driver, settled
+from tests.webhook_support import add_driver, deliveries, settled
 from toolkit.receiver import Reply
+from toolkit.serving import wait_until
 
 
 def test_each_attempt_shows_the_headers_sent_and_the_answer_and_the_body_verifies(client, tenant, receiver, start_worker):
@@ -42,3 +43,54 @@ def test_a_large_answer_is_kept_to_16_kib_and_no_answer_shows_null(client, tenan
     assert large["response"]["status"] == 503 and large["response"]["body_truncated"] is True
     assert len(large["response"]["body"].encode()) <= 16 * 1024 and large["response"]["body"].startswith("é" * 100)
     assert last["response"]["status"] == 200 and last["response"]["body"] == ""
+
+
+def statuses(client, tenant, hook, **filters) -> list[str]:
+    """Return the statuses of the webhook's deliveries that the filters select."""
+    response = client.get(f"/webhooks/{hook['uuid']}/deliveries", headers=tenant.headers, params=filters)
+    assert response.status_code == 200, response.text
+    return [d["data"]["status"] for d in response.json()["data"]]
+
+
+def test_a_delivery_is_pending_then_failing_while_a_retry_is_due_then_failed(client, tenant, receiver, start_worker):
+    receiver.responses = lambda request: Reply(500, body=b"down")
+    hook = make_webhook(client, tenant, url=receiver.url)
+    add_driver(client, tenant)
+    assert statuses(client, tenant, hook, **{"filter[status]": "pending"}) == ["pending"]
+    assert statuses(client, tenant, hook, **{"filter[status]": "failing,failed"}) == []
+
+    start_worker(retry_delays="2,2")
+    seen = []
+
+    def retried() -> bool:
+        [delivery] = deliveries(client, tenant, hook)
+        tried = len(delivery["data"]["attempts"])
+        seen.append((tried, delivery["data"]["status"], delivery["data"]["next_attempt"] is not None))
+        return tried == 3 and delivery["data"]["status"] == "failed"
+
+    assert wait_until(retried, timeout=60, interval=0.05), seen
+    # Every look between the first attempt and the last showed it failing, its retry due; never pending.
+    between = {(status, due) for tried, status, due in seen if 0 < tried < 3}
+    assert between == {("failing", True)}, seen
+    assert {status for tried, status, _ in seen if tried == 0} <= {"pending"}
+    assert statuses(client, tenant, hook, **{"filter[status]": "failed"}) == ["failed"]
+    assert statuses(client, tenant, hook, **{"filter[status]": "pending,failing,succeeded"}) == []
+
+
+def test_the_log_filters_by_the_last_response_status_and_status(client, tenant, receiver, start_worker):
+    receiver.responses = lambda request: Reply(404) if request.path.endswith("gone") else Reply(503)
+    start_worker(retry_delays="1")
+    missing = make_webhook(client, tenant, url=receiver.url + "?gone")
+    busy = make_webhook(client, tenant, url=receiver.url + "?busy")
+    add_driver(client, tenant)
+    settled(client, tenant, missing, timeout=60)
+    settled(client, tenant, busy, timeout=60)
+
+    def picked(hook, value: str) -> int:
+        return len(statuses(client, tenant, hook, **{"filter[response_status]": value, "filter[status]": "failed"}))
+
+    assert [picked(missing, v) for v in ("404", "4xx", "4XX,5xx", "5xx", "503", "200,2xx")] == [1, 1, 1, 0, 0, 0]
+    assert [picked(busy, v) for v in ("404", "4xx", "4XX,5xx", "5xx", "503", "200,2xx")] == [0, 0, 1, 1, 1, 0]
+    for bad in ({"filter[response_status]": "6xx"}, {"filter[response_status]": "50"}, {"filter[status]": "stuck"}):
+        response = client.get(f"/webhooks/{busy['uuid']}/deliveries", headers=tenant.headers, params=bad)
+        assert response.status_code == 422 and list(response.json()["errors"]) == list(bad), response.text
