@@ -11,7 +11,7 @@ import models
 from handlers import common
 from handlers.webhooks import webhook_of
 from models import timestamp
-from models.webhooks import FAILED, PENDING, Attempt, Delivery, Event
+from models.webhooks import FAILED, PENDING, Attempt, Delivery, Event, Webhook
 from riskapi.exceptions import ApiError
 from riskapi.services import bulk_write, list_query
 from riskapi.services.messages import message
@@ -74,17 +74,33 @@ def list_deliveries(
     return common.list_page(Delivery, rows, agency_id, per_page, cursor, filter_, sort, render_page, fetch)
 
 
+def _delivery_of(hook: Webhook, delivery: str) -> Delivery:
+    """Return the webhook's delivery; another webhook's answers 404 like a missing one."""
+    try:
+        uuid.UUID(delivery)
+    except ValueError:
+        raise ApiError(404, "Delivery not found.") from None
+    found = Delivery.get_or_none((Delivery.uuid == delivery) & (Delivery.webhook == hook.id))
+    if found is None:
+        raise ApiError(404, "Delivery not found.")
+    return found
+
+
+def get_delivery(agency_id: int, webhook: str, delivery: str) -> flask.Response:
+    """Answer one delivery of a webhook with every attempt."""
+    hook = webhook_of(agency_id, webhook)
+    found = _delivery_of(hook, delivery)
+    with models.snapshot():  # the delivery's state and its attempts as of one moment
+        row = _select().where(Delivery.id == found.id).dicts().get()
+        attempts = _attempts([found.id])[found.id]
+    return common.respond(200, {"data": render(row, attempts)})
+
+
 def redeliver(agency_id: int, webhook: str, delivery: str) -> flask.Response:
     """Start a new round of attempts for a delivery (same event, same Service-Delivery id)."""
     with models.atomic():
         hook = webhook_of(agency_id, webhook)
-        try:
-            uuid.UUID(delivery)
-        except ValueError:
-            raise ApiError(404, "Delivery not found.") from None
-        found = Delivery.get_or_none((Delivery.uuid == delivery) & (Delivery.webhook == hook.id))
-        if found is None:
-            raise ApiError(404, "Delivery not found.")
+        found = _delivery_of(hook, delivery)
         if hook.disabled is not None:
             raise ApiError(409, "The webhook is disabled; re-enable it first.")
         Delivery.requeue(Delivery.id == found.id)

@@ -59,6 +59,8 @@ class Webhook(PublicModel):
 class Event(BaseModel):
     """One event of an agency, with the exact body every delivery of it sends."""
 
+    OBJECT = "event"
+
     id = peewee.AutoField()  # what Peewee adds by itself, declared so that a type checker knows it
     uuid = peewee.UUIDField(unique=True)
     agency = peewee.ForeignKeyField(Agency, on_delete="CASCADE")

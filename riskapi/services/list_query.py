@@ -152,8 +152,8 @@ class ListSpec:
         return self.model.last_response_in(value.split(","))  # type: ignore[union-attr]
 
     def _exact(self, name: str, value: str, risk_id: int) -> peewee.ColumnBase:
-        """Match any of the comma-separated values exactly."""
-        field = self.field(name)
+        """Match any of the comma-separated values exactly (in the column `x-field` names, or the filter's own)."""
+        field = self.field(self.filters[name].get("x-field", name))
         parts: list[str] | list[int] = value.split(",")
         if isinstance(field, peewee.IntegerField):
             parts = [int(p) for p in parts]
