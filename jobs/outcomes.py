@@ -32,6 +32,7 @@ from models import inserts, utcnow
 from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Webhook
 from riskapi.config import Settings
 from riskapi.observability import metrics
+from riskapi.webhooks import notices
 
 log = logging.getLogger("riskapi.delivery")
 
@@ -104,9 +105,11 @@ def settle_webhook(webhook: Webhook, outcome: str, settings: Settings, now: date
         if webhook.failures:
             Webhook.update(failures=0).where(Webhook.id == webhook.id).execute()
     elif outcome.startswith("gone"):
-        Webhook.update(disabled=now, updated=now).where((Webhook.id == webhook.id) & Webhook.disabled.is_null()).execute()
+        gone = Webhook.update(disabled=now, updated=now).where((Webhook.id == webhook.id) & Webhook.disabled.is_null()).execute()
         metrics.DISABLED.inc()
         log.warning("webhook %s answered 410 Gone: disabled", webhook.uuid)
+        if gone:
+            notices.webhook_disabled(webhook.agency_id, webhook.uuid, notices.GONE, now, _failures(webhook))
     elif outcome == "failed":
         Webhook.update(failures=Webhook.failures + 1).where(Webhook.id == webhook.id).execute()
         limit = settings.webhook_failure_limit
@@ -118,6 +121,18 @@ def settle_webhook(webhook: Webhook, outcome: str, settings: Settings, now: date
         if disabled:
             metrics.DISABLED.inc()
             log.warning("webhook %s failed %d deliveries in a row: disabled", webhook.uuid, limit)
+            notices.webhook_disabled(webhook.agency_id, webhook.uuid, notices.FAILURES, now, _failures(webhook))
+
+
+def _failures(webhook: Webhook) -> int:
+    """Return the webhook's count of deliveries failed in a row, as this transaction left it."""
+    return Webhook.select(Webhook.failures).where(Webhook.id == webhook.id).scalar() or 0
+
+
+def announce(delivery: Delivery, webhook: Webhook, result: Result, decision: Decision) -> None:
+    """Once the webhook is settled: tell the agency's webhooks of a delivery that failed for good (riskapi.webhooks.notices)."""
+    if decision.status == FAILED:
+        notices.delivery_failed(webhook.agency_id, delivery.uuid, webhook.uuid, delivery.event, result.status, error_text(result))
 
 
 def schedule(
@@ -191,6 +206,7 @@ def write(
     changed = _settle_delivery(delivery, generation, decision, tries, next_attempt, next_job, now)
     if changed:
         settle_webhook(webhook, decision.outcome, settings, now)
+        announce(delivery, webhook, result, decision)
     return decision.outcome, changed, tries, next_attempt
 
 
@@ -212,7 +228,7 @@ def write_all(attempts: list[Attempted], settings: Settings) -> list[Written]:
     changed = _succeeded(attempts, decisions, now)
     written: list[Written] = []
     cleared: set[int] = set()  # webhooks whose failures this batch reset since their last failure in it
-    for (delivery, generation, webhook, _, _, next_job), decision in zip(attempts, decisions, strict=True):
+    for (delivery, generation, webhook, _, result, next_job), decision in zip(attempts, decisions, strict=True):
         tries = delivery.tries + 1
         if decision.status == SUCCEEDED:
             done, next_attempt = int(delivery.id in changed), None
@@ -222,6 +238,8 @@ def write_all(attempts: list[Attempted], settings: Settings) -> list[Written]:
         if done and not (decision.outcome == "succeeded" and webhook.id in cleared):
             settle_webhook(webhook, decision.outcome, settings, now)
             (cleared.add if decision.outcome == "succeeded" else cleared.discard)(webhook.id)
+        if done and decision.status == FAILED:
+            announce(delivery, webhook, result, decision)
         written.append((decision.outcome, done, tries, next_attempt))
     return written
 
@@ -303,6 +321,7 @@ __all__ = [
     "AttemptFailed",
     "Decision",
     "Written",
+    "announce",
     "conclude",
     "decide",
     "error_text",
