@@ -59,3 +59,19 @@ def test_an_agency_disabling_its_webhook_tells_the_others_not_itself(client, ten
     assert event["data"]["data"]["failures"] == 0 and event["data"]["risk"] is None
     assert [d["webhook"] for d in event["data"]["deliveries"]] == [watcher["uuid"]]
     assert client.get("/events", headers=other_tenant.headers).json()["data"] == []
+
+
+def test_a_zapier_hook_gone_is_told_as_gone(client, tenant, receiver, start_worker):
+    receiver.responses = lambda request: Reply(410, body=b"unsubscribed") if request.path == "/hook/zap" else Reply(200)
+    start_worker(retry_delays="1")
+    zap = make_webhook(client, tenant, url=receiver.url + "/zap", type_="zapier")
+    make_webhook(client, tenant, url=receiver.url + "/watch", events=NOTICES)
+    add_driver(client, tenant)
+
+    [gone] = settled(client, tenant, zap, timeout=60)
+    assert gone["data"]["status"] == "failed" and gone["data"]["attempts"][0]["response"]["body"] == "unsubscribed"
+    told = wait_until(lambda: (lambda got: got if len(got) == 2 else None)(received(receiver, "/hook/watch")), timeout=60)
+    assert told, receiver.requests
+    by_name = {body["event"]: body["data"] for body in told}
+    assert (by_name["webhook.disabled"]["uuid"], by_name["webhook.disabled"]["reason"]) == (zap["uuid"], "gone")
+    assert (by_name["delivery.failed"]["uuid"], by_name["delivery.failed"]["status"]) == (gone["uuid"], 410)
