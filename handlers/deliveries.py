@@ -4,21 +4,22 @@ import uuid
 from typing import Any
 
 import flask
+import orjson
 import peewee
 
 import models
 from handlers import common
 from handlers.webhooks import webhook_of
 from models import timestamp
-from models.webhooks import FAILED, PENDING, Attempt, Delivery, Event
+from models.webhooks import FAILED, PENDING, Attempt, Delivery, Event, Webhook
 from riskapi.exceptions import ApiError
 from riskapi.services import bulk_write, list_query
 from riskapi.services.messages import message
 from riskapi.services.render import envelope, values
 
 
-def _select() -> "peewee.ModelSelect[Any]":  # read as dicts: each row carries its event's uuid too
-    return Delivery.select(Delivery, Event.uuid.alias("event_uuid")).join(Event)
+def _select() -> "peewee.ModelSelect[Any]":  # read as dicts: each row carries its event's uuid and the body sent too
+    return Delivery.select(Delivery, Event.uuid.alias("event_uuid"), Event.body.alias("body")).join(Event)
 
 
 def render(row: dict, attempts: list[dict]) -> dict:
@@ -26,11 +27,20 @@ def render(row: dict, attempts: list[dict]) -> dict:
     pending = row["status"] == PENDING and row["next_attempt"] is not None
     shown = {
         **row,
+        "status": Delivery.shown_status(row["status"], row["tries"]),
         "event_id": row["event_uuid"],
-        "attempts": [values("DeliveryAttempt", attempt) for attempt in attempts],
+        "attempts": [_attempt(attempt) for attempt in attempts],
         "next_attempt": row["next_attempt"] if pending else None,
     }
     return envelope(Delivery, shown)
+
+
+def _attempt(row: dict) -> dict:
+    """Return an attempt as the log shows it: its exchange read back from the JSON stored."""
+    sent, answer = row.get("request_headers"), row.get("response")
+    response = None if answer is None else {"status": row["status"], **orjson.loads(answer)}
+    headers = None if sent is None else orjson.loads(sent)
+    return values("DeliveryAttempt", {**row, "request_headers": headers, "response": response})
 
 
 def _attempts(ids: list[int]) -> dict:
@@ -64,17 +74,33 @@ def list_deliveries(
     return common.list_page(Delivery, rows, agency_id, per_page, cursor, filter_, sort, render_page, fetch)
 
 
+def _delivery_of(hook: Webhook, delivery: str) -> Delivery:
+    """Return the webhook's delivery; another webhook's answers 404 like a missing one."""
+    try:
+        uuid.UUID(delivery)
+    except ValueError:
+        raise ApiError(404, "Delivery not found.") from None
+    found = Delivery.get_or_none((Delivery.uuid == delivery) & (Delivery.webhook == hook.id))
+    if found is None:
+        raise ApiError(404, "Delivery not found.")
+    return found
+
+
+def get_delivery(agency_id: int, webhook: str, delivery: str) -> flask.Response:
+    """Answer one delivery of a webhook with every attempt."""
+    hook = webhook_of(agency_id, webhook)
+    found = _delivery_of(hook, delivery)
+    with models.snapshot():  # the delivery's state and its attempts as of one moment
+        row = _select().where(Delivery.id == found.id).dicts().get()
+        attempts = _attempts([found.id])[found.id]
+    return common.respond(200, {"data": render(row, attempts)})
+
+
 def redeliver(agency_id: int, webhook: str, delivery: str) -> flask.Response:
     """Start a new round of attempts for a delivery (same event, same Service-Delivery id)."""
     with models.atomic():
         hook = webhook_of(agency_id, webhook)
-        try:
-            uuid.UUID(delivery)
-        except ValueError:
-            raise ApiError(404, "Delivery not found.") from None
-        found = Delivery.get_or_none((Delivery.uuid == delivery) & (Delivery.webhook == hook.id))
-        if found is None:
-            raise ApiError(404, "Delivery not found.")
+        found = _delivery_of(hook, delivery)
         if hook.disabled is not None:
             raise ApiError(409, "The webhook is disabled; re-enable it first.")
         Delivery.requeue(Delivery.id == found.id)

@@ -1,13 +1,19 @@
-"""Events published by the platform's other services (forms, e-signatures) for their agency; the event types."""
+"""An agency's events (published by the platform's other services, or emitted here) with their deliveries; the event types."""
 
+import uuid
 from typing import Any
 
 import flask
+import orjson
 
 import models
 import spec
 from handlers import common
+from models.risk_data import KINDS
+from models.webhooks import Delivery, Event, Webhook
+from riskapi.exceptions import ApiError
 from riskapi.services import bulk_write
+from riskapi.services.render import envelope
 from riskapi.webhooks import outbox
 
 
@@ -32,3 +38,58 @@ def list_event_types(agency_id: int, filter_: Any = None) -> flask.Response:
             entry = described[name]
             types.append({"object": "event_type", "name": name, "description": entry["description"], "schema": entry["payload"]})
     return common.respond(200, {"data": types})
+
+
+def list_events(
+    agency_id: int, per_page: int, cursor: str | None = None, filter_: Any = None, sort: list[str] | None = None
+) -> flask.Response:
+    """List the agency's events, newest first, each with the deliveries it made."""
+    rows = Event.select().where(Event.agency == agency_id).dicts()
+    made: dict[int, list[dict]] = {}
+
+    def fetch(query: Any) -> list[dict]:
+        with models.snapshot():  # the page's events and their deliveries as of one moment
+            page = list(query)
+            made.update(_deliveries([row["id"] for row in page]))
+        return page
+
+    def render_page(page: list[dict]) -> list[dict]:
+        return [render(row, made[row["id"]]) for row in page]
+
+    return common.list_page(Event, rows, agency_id, per_page, cursor, filter_, sort, render_page, fetch)
+
+
+def get_event(agency_id: int, event: str) -> flask.Response:
+    """Answer one event of the agency with the deliveries it made; another agency's answers 404."""
+    try:
+        uuid.UUID(event)
+    except ValueError:
+        raise ApiError(404, "Event not found.") from None
+    with models.snapshot():
+        rows = list(models.dicts(Event.select().where((Event.uuid == event) & (Event.agency == agency_id))))
+        if not rows:
+            raise ApiError(404, "Event not found.")
+        row = rows[0]
+        made = _deliveries([row["id"]])
+    return common.respond(200, {"data": render(row, made[row["id"]])})
+
+
+def render(row: dict, deliveries: list[dict]) -> dict:
+    """Return an event row in the common envelope: its name, the data delivered, its risk profile, its deliveries."""
+    delivered = orjson.loads(row["body"])
+    data = delivered["data"]
+    # Only events of risk data carry their profile; a published event's data is its publisher's, as given.
+    risk = data.get("risk") if row["name"].partition(".")[0] in KINDS and isinstance(data, dict) else None
+    return envelope(Event, {**row, "event": row["name"], "data": data, "risk": risk, "deliveries": deliveries})
+
+
+def _deliveries(ids: list[int]) -> dict[int, list[dict]]:
+    """Return the deliveries each event made, oldest first: {event id: [{webhook, delivery, status}]}."""
+    found: dict[int, list[dict]] = {event_id: [] for event_id in ids}
+    if ids:
+        columns = (Delivery.stored_event, Webhook.uuid, Delivery.uuid, Delivery.status, Delivery.tries)
+        query = Delivery.select(*columns).join(Webhook).where(Delivery.stored_event.in_(ids)).order_by(Delivery.id)
+        for event_id, webhook, delivery, status, tries in models.tuples(query):
+            shown = {"webhook": str(webhook), "delivery": str(delivery), "status": Delivery.shown_status(status, tries)}
+            found[event_id].append(shown)
+    return found

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import orjson
 import peewee
 import redis
 from rq import Queue
@@ -31,6 +32,7 @@ from models import inserts, utcnow
 from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Webhook
 from riskapi.config import Settings
 from riskapi.observability import metrics
+from riskapi.webhooks import notices
 
 log = logging.getLogger("riskapi.delivery")
 
@@ -89,15 +91,25 @@ def error_text(result: Result) -> str | None:
     return f"Retry-After {result.retry_after:g} s" + (f" (waiting {waited:g} s)" if waited != result.retry_after else "")
 
 
+def exchange(result: Result) -> dict[str, str | None]:
+    """Return the attempt log's columns of what went and what came back: the request's headers and the answer, as JSON."""
+    sent = None if result.request_headers is None else orjson.dumps(result.request_headers).decode()
+    answer = result.response
+    shown = {"headers": answer.headers, "body": answer.body, "body_truncated": answer.truncated} if answer else None
+    return {"request_headers": sent, "response": None if shown is None else orjson.dumps(shown).decode()}
+
+
 def settle_webhook(webhook: Webhook, outcome: str, settings: Settings, now: datetime.datetime) -> None:
     """Reset or count the webhook's consecutive failures; disable it when it must be."""
     if outcome == "succeeded":
         if webhook.failures:
             Webhook.update(failures=0).where(Webhook.id == webhook.id).execute()
     elif outcome.startswith("gone"):
-        Webhook.update(disabled=now, updated=now).where((Webhook.id == webhook.id) & Webhook.disabled.is_null()).execute()
+        gone = Webhook.update(disabled=now, updated=now).where((Webhook.id == webhook.id) & Webhook.disabled.is_null()).execute()
         metrics.DISABLED.inc()
         log.warning("webhook %s answered 410 Gone: disabled", webhook.uuid)
+        if gone:
+            notices.webhook_disabled(webhook.agency_id, webhook.uuid, notices.GONE, now, _failures(webhook))
     elif outcome == "failed":
         Webhook.update(failures=Webhook.failures + 1).where(Webhook.id == webhook.id).execute()
         limit = settings.webhook_failure_limit
@@ -109,6 +121,18 @@ def settle_webhook(webhook: Webhook, outcome: str, settings: Settings, now: date
         if disabled:
             metrics.DISABLED.inc()
             log.warning("webhook %s failed %d deliveries in a row: disabled", webhook.uuid, limit)
+            notices.webhook_disabled(webhook.agency_id, webhook.uuid, notices.FAILURES, now, _failures(webhook))
+
+
+def _failures(webhook: Webhook) -> int:
+    """Return the webhook's count of deliveries failed in a row, as this transaction left it."""
+    return Webhook.select(Webhook.failures).where(Webhook.id == webhook.id).scalar() or 0
+
+
+def announce(delivery: Delivery, webhook: Webhook, result: Result, decision: Decision) -> None:
+    """Once the webhook is settled: tell the agency's webhooks of a delivery that failed for good (riskapi.webhooks.notices)."""
+    if decision.status == FAILED:
+        notices.delivery_failed(webhook.agency_id, delivery.uuid, webhook.uuid, delivery.event, result.status, error_text(result))
 
 
 def schedule(
@@ -175,12 +199,14 @@ def write(
     """Write the attempt and its consequences in the caller's transaction; return (outcome, changed, tries, next_attempt)."""
     tries, now = delivery.tries + 1, utcnow()
     entry = {"at": started, "status": result.status, "error": error_text(result), "duration_ms": result.duration_ms}
+    entry.update(exchange(result))
     Attempt.insert(delivery=delivery.id, **entry).execute()
     decision = decide(result, webhook.type, tries, list(settings.webhook_retry_delays))
     next_attempt = None if decision.wait is None else now + datetime.timedelta(seconds=decision.wait)
     changed = _settle_delivery(delivery, generation, decision, tries, next_attempt, next_job, now)
     if changed:
         settle_webhook(webhook, decision.outcome, settings, now)
+        announce(delivery, webhook, result, decision)
     return decision.outcome, changed, tries, next_attempt
 
 
@@ -192,7 +218,7 @@ def write_all(attempts: list[Attempted], settings: Settings) -> list[Written]:
     of their attempt rows and one update of the deliveries that succeeded; return what `write` returns, in order."""
     now = utcnow()
     entries = [
-        {"delivery": d.id, "at": started, "status": r.status, "error": error_text(r), "duration_ms": r.duration_ms}
+        {"delivery": d.id, "at": started, "status": r.status, "error": error_text(r), "duration_ms": r.duration_ms, **exchange(r)}
         for d, _, _, started, r, _ in attempts
     ]
     # models.inserts: the statement's text cached by its shape, not built by Peewee value by value.
@@ -202,7 +228,7 @@ def write_all(attempts: list[Attempted], settings: Settings) -> list[Written]:
     changed = _succeeded(attempts, decisions, now)
     written: list[Written] = []
     cleared: set[int] = set()  # webhooks whose failures this batch reset since their last failure in it
-    for (delivery, generation, webhook, _, _, next_job), decision in zip(attempts, decisions, strict=True):
+    for (delivery, generation, webhook, _, result, next_job), decision in zip(attempts, decisions, strict=True):
         tries = delivery.tries + 1
         if decision.status == SUCCEEDED:
             done, next_attempt = int(delivery.id in changed), None
@@ -212,12 +238,14 @@ def write_all(attempts: list[Attempted], settings: Settings) -> list[Written]:
         if done and not (decision.outcome == "succeeded" and webhook.id in cleared):
             settle_webhook(webhook, decision.outcome, settings, now)
             (cleared.add if decision.outcome == "succeeded" else cleared.discard)(webhook.id)
+        if done and decision.status == FAILED:
+            announce(delivery, webhook, result, decision)
         written.append((decision.outcome, done, tries, next_attempt))
     return written
 
 
 _ROWS = 200  # rows per statement: within SQLite's and PostgreSQL's limits on bound parameters
-_ATTEMPT = ("delivery", "at", "status", "error", "duration_ms")
+_ATTEMPT = ("delivery", "at", "status", "error", "duration_ms", "request_headers", "response")
 
 
 def _succeeded(attempts: list[Attempted], decisions: list[Decision], now: datetime.datetime) -> set[int]:
@@ -293,9 +321,11 @@ __all__ = [
     "AttemptFailed",
     "Decision",
     "Written",
+    "announce",
     "conclude",
     "decide",
     "error_text",
+    "exchange",
     "next_delay",
     "observe",
     "pause",

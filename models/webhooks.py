@@ -12,8 +12,10 @@ from models.tenancy import Agency
 # The event names are the spec's (EventName); this one the service sends by itself.
 PING = "webhook.ping"
 
-# A delivery's statuses, in the spec's order (DeliveryStatus, the type of Delivery.data.status).
-PENDING, SUCCEEDED, FAILED = spec.raw()["components"]["schemas"]["DeliveryStatus"]["enum"]
+# A delivery's statuses, in the spec's order (DeliveryStatus, the type of Delivery.data.status). The row stores
+# three: FAILING is shown for a PENDING row whose round has made attempts (tries > 0): the last one failed and
+# the next is due. Stored that way, the relay, claims and the waiting index know one waiting state, as before.
+PENDING, FAILING, SUCCEEDED, FAILED = spec.raw()["components"]["schemas"]["DeliveryStatus"]["enum"]
 
 
 def pack_events(names: Iterable[str]) -> str:
@@ -57,6 +59,8 @@ class Webhook(PublicModel):
 class Event(BaseModel):
     """One event of an agency, with the exact body every delivery of it sends."""
 
+    OBJECT = "event"
+
     id = peewee.AutoField()  # what Peewee adds by itself, declared so that a type checker knows it
     uuid = peewee.UUIDField(unique=True)
     agency = peewee.ForeignKeyField(Agency, on_delete="CASCADE")
@@ -96,6 +100,32 @@ class Delivery(BaseModel):
             (("status", "next_attempt"), False),
         )
 
+    @staticmethod
+    def shown_status(stored: str, tries: int) -> str:
+        """Return the status a delivery shows (DeliveryStatus) for its stored status and the attempts of its round."""
+        return FAILING if stored == PENDING and tries > 0 else stored
+
+    @classmethod
+    def status_in(cls, shown: Iterable[str]) -> peewee.ColumnBase:
+        """Match the deliveries that show any of these statuses."""
+        waiting = cls.status == PENDING
+        clauses = {PENDING: waiting & (cls.tries == 0), FAILING: waiting & (cls.tries > 0)}
+        return _any([clauses.get(name, cls.status == name) for name in dict.fromkeys(shown)])
+
+    @classmethod
+    def last_response_in(cls, wanted: Iterable[str]) -> peewee.ColumnBase:
+        """Match the deliveries whose last attempt was answered with any of these codes (`500`) or classes (`5xx`)."""
+        last, later = Attempt.alias("last_attempt"), Attempt.alias("later_attempt")
+        matches = []
+        for code in dict.fromkeys(text.lower() for text in wanted):
+            if code.endswith("xx"):
+                matches.append(last.status.between(int(code[0]) * 100, int(code[0]) * 100 + 99))
+            else:
+                matches.append(last.status == int(code))
+        newer = later.select(later.id).where((later.delivery == last.delivery) & (later.id > last.id))
+        found = last.select(last.id).where((last.delivery == cls.id) & _any(matches) & ~peewee.fn.EXISTS(newer))
+        return peewee.fn.EXISTS(found)
+
     @classmethod
     def requeue(cls, where: peewee.Expression) -> int:
         """Start a new round of attempts (same uuid, same event) for the deliveries selected; return how many."""
@@ -122,6 +152,17 @@ class Attempt(BaseModel):
     status = peewee.IntegerField(null=True)
     error = peewee.TextField(null=True)
     duration_ms = peewee.IntegerField()
+    # JSON of what went and what came back (added by migration 0006; null in the attempts made before it):
+    # the request's headers as sent, and the answer's {headers, body, body_truncated} (null: no complete answer).
+    request_headers = peewee.TextField(null=True)
+    response = peewee.TextField(null=True)
+
+
+def _any(clauses: list[peewee.ColumnBase]) -> peewee.ColumnBase:
+    result = clauses[0]
+    for clause in clauses[1:]:
+        result |= clause
+    return result
 
 
 WEBHOOK_MODELS = [Webhook, Event, Delivery, Attempt]

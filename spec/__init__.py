@@ -90,14 +90,15 @@ def parameter(operation_id: str, name: str) -> dict:
 
 
 def filters(operation_id: str) -> dict:
-    """Return {filter name: schema} of a list operation, in the spec's order; `x-search` is read from the parameter."""
+    """Return {filter name: schema} of a list operation, in the spec's order; `x-search` and `x-field` read from the parameter."""
     found = {}
     for param in parameters(operation_id):
         match = FILTER_PARAMETER.match(param["name"])
         if param["in"] == "query" and match:
             definition = dict(param["schema"])
-            if "x-search" in param:
-                definition["x-search"] = param["x-search"]
+            for extension in ("x-search", "x-field"):  # a text search's columns; the column a filter reads, when not its name
+                if extension in param:
+                    definition[extension] = param[extension]
             found[match.group(1)] = definition
     return found
 

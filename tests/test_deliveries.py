@@ -90,7 +90,7 @@ def test_a_retry_that_succeeds_settles_the_delivery(client, tenant, receiver, st
     hook = make_webhook(client, tenant, url=receiver.url)
     add_driver(client, tenant)
     pending = wait_until(lambda: [d for d in deliveries(client, tenant, hook) if d["data"]["attempts"]])
-    assert pending[0]["data"]["status"] == "pending" and pending[0]["data"]["next_attempt"] is not None
+    assert pending[0]["data"]["status"] == "failing" and pending[0]["data"]["next_attempt"] is not None
     [log] = settled(client, tenant, hook)
     assert log["data"]["status"] == "succeeded"
     assert [a["status"] for a in log["data"]["attempts"]] == [502, 200]

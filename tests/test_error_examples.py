@@ -109,6 +109,8 @@ def test_404_examples_are_the_answers(client, tenant):
     hook = make_webhook(client, tenant)
     delivery = client.post(f"/webhooks/{hook['uuid']}/deliveries/{uuid.uuid4()}/redeliver", headers=tenant.headers)
     assert (delivery.status_code, delivery.json()) == (404, example("NotFound", "delivery"))
+    event = client.get(f"/events/{uuid.uuid4()}", headers=tenant.headers)
+    assert (event.status_code, event.json()) == (404, example("NotFound", "event"))
     route = client.get("/no-such-route", headers=tenant.headers)
     assert (route.status_code, route.json()) == (404, example("NotFound", "route"))
 

@@ -45,6 +45,9 @@ STORY = {
     "rotateSecret": "",
     "pingWebhook": "",
     "listDeliveries": "",
+    "getDelivery": "",
+    "listEvents": "",
+    "getEvent": "",
     "redeliver": "",
     "recoverDeliveries": "",
     "listEventTypes": "filter[name]=form.completed,webhook.ping",
@@ -154,6 +157,10 @@ def compare(expected, actual, uuids: Uuids, where: str) -> None:
     elif isinstance(expected, str) and (MOMENT.match(expected) or SECRET.match(expected)):
         pattern = MOMENT if MOMENT.match(expected) else SECRET
         assert isinstance(actual, str) and pattern.match(actual), f"{where}: {actual!r} vs {expected!r}"
+    elif isinstance(expected, str) and expected.startswith("{"):
+        # A JSON document as a string (a delivery's body): compared as the document it is.
+        assert isinstance(actual, str), f"{where}: {actual!r} vs {expected!r}"
+        compare(json.loads(expected), json.loads(actual), uuids, where)
     elif isinstance(expected, str):
         assert actual == uuids.apply(expected), f"{where}: {actual!r} vs {expected!r}"
     else:

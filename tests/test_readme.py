@@ -110,6 +110,7 @@ def learn(op_id: str | None, answer, values: dict) -> None:
         return
     if op_id == "pingWebhook":
         values["DELIVERY_UUID"] = answer["delivery"]
+        values["EVENT_UUID"] = answer["id"]
     if not op_id.startswith("create"):
         return
     item = answer["data"][0]

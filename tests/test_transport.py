@@ -81,10 +81,13 @@ def test_200_delivers_exact_body_and_headers(rx):
         "X-Mixed-Case": "Keep Me",
     }
     result = deliver(rx, headers=headers)
-    assert result == Result(200, None, result.duration_ms)
+    assert (result.status, result.error, result.retry_after) == (200, None, None)
     assert result.ok and result.error is None
     assert rx.wait_for(1)
     path, got, body, _ = rx.requests[0]
+    # What the result says went is what arrived, every header of it.
+    assert {name.lower(): value for name, value in (result.request_headers or {}).items()} == got
+    assert result.response is not None and (result.response.body, result.response.truncated) == ("", False)
     assert path == "/hook"
     assert body == BODY
     assert got["content-type"] == "application/json"

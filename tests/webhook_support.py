@@ -39,7 +39,7 @@ def settled(client, tenant, hook, count: int = 1, timeout: float = 20.0) -> list
 
     def done():
         log = deliveries(client, tenant, hook)
-        return log if len(log) >= count and all(d["data"]["status"] != "pending" for d in log) else None
+        return log if len(log) >= count and all(d["data"]["status"] not in ("pending", "failing") for d in log) else None
 
     log = wait_until(done, timeout=timeout, interval=0.1)
     assert log, deliveries(client, tenant, hook)

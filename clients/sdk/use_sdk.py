@@ -16,13 +16,14 @@ from uuid import UUID, uuid4
 from riskapi_client import AuthenticatedClient
 from riskapi_client.api.buildings import create_buildings, list_buildings
 from riskapi_client.api.drivers import create_drivers, list_drivers
-from riskapi_client.api.events import list_event_types, publish_event
+from riskapi_client.api.events import get_event, list_event_types, list_events, publish_event
 from riskapi_client.api.premises import create_premises, list_premises
 from riskapi_client.api.risk_data import delete_risk_data, override_risk_data, update_risk_data
 from riskapi_client.api.vehicles import create_vehicles, list_vehicles
 from riskapi_client.api.webhooks import (
     create_webhooks,
     delete_webhooks,
+    get_delivery,
     list_deliveries,
     list_webhooks,
     ping_webhook,
@@ -66,7 +67,9 @@ from riskapi_client.models import (
     DriverUpdateItem,
     DriverUpdateItemObject,
     EventAccepted,
+    EventItem,
     EventName,
+    EventPage,
     EventTypeList,
     IsDisabledFilter,
     ListDeliveriesSortItem,
@@ -568,6 +571,14 @@ def webhooks_after(s: Session, hooks: dict) -> None:
     check("listDeliveries filter[status]=failed (none yet)", s.deliveries(crm.uuid, filterstatus="failed").data == [])
     oldest = s.deliveries(crm.uuid, sort=[ListDeliveriesSortItem.CREATED], per_page=10).data[0]
     check("listDeliveries sort=created: oldest first", oldest.data.event == EventName.DRIVER_CREATED)
+    one = get_delivery.sync_detailed(str(crm.uuid), str(ping.delivery), client=s.client).parsed
+    shown = one.data if isinstance(one, DeliveryItem) else None
+    check("getDelivery: typed DeliveryItem, its body", shown is not None and '"webhook.ping"' in shown.data.body, one)
+    found = list_events.sync_detailed(client=s.client, filterevent="webhook.ping").parsed
+    made = [d.delivery for e in found.data for d in e.data.deliveries] if isinstance(found, EventPage) else found
+    check("listEvents filter[event]: typed EventPage, the ping's delivery", made == [ping.delivery], made)
+    event = get_event.sync_detailed(str(ping.id), client=s.client).parsed
+    check("getEvent: typed EventItem, no risk profile", isinstance(event, EventItem) and event.data.data.risk is None, event)
     again = redeliver.sync_detailed(str(crm.uuid), str(ping.delivery), client=s.client).parsed
     check("redeliver: 202, the same delivery pending again", isinstance(again, DeliveryItem) and again.data.uuid == ping.delivery)
 

@@ -149,6 +149,14 @@ async function webhooks(): Promise<void> {
   check("pingWebhook: 202, its delivery", ping.response.status === 202 && delivery.length === 36, ping.error);
   const deliveries = await api.GET("/webhooks/{webhook}/deliveries", { params: { path: { webhook: hook.uuid }, query: { "filter[status]": "pending" } } });
   check("listDeliveries: the ping's delivery", deliveries.data?.data[0]?.uuid === delivery, deliveries.error);
+  const one = await api.GET("/webhooks/{webhook}/deliveries/{delivery}", { params: { path: { webhook: hook.uuid, delivery } } });
+  const shown: Schemas["Delivery"] | undefined = one.data?.data;
+  check("getDelivery: the ping's, its body", shown?.uuid === delivery && shown.data.status === "pending" && shown.data.body.includes("webhook.ping"), one.error);
+  const events = await api.GET("/events", { params: { query: { "filter[event]": "webhook.ping" } } });
+  const event: Schemas["Event"] | undefined = events.data?.data[0];
+  check("listEvents: the ping", event?.data.event === "webhook.ping" && event.data.deliveries[0]?.delivery === delivery, events.error);
+  const fetched = await api.GET("/events/{event}", { params: { path: { event: event?.uuid ?? "" } } });
+  check("getEvent: the ping, no risk profile", fetched.data?.data.uuid === event?.uuid && fetched.data?.data.data.risk === null, fetched.error);
   const again = await api.POST("/webhooks/{webhook}/deliveries/{delivery}/redeliver", { params: { path: { webhook: hook.uuid, delivery } } });
   check("redeliver: 202", again.response.status === 202 && must(again.data, "redeliver").data.uuid === delivery, again.error);
   const recovered = await api.POST("/webhooks/{webhook}/recover", { params: webhook, body: { since: "2026-01-01T00:00:00Z" } });

@@ -21,13 +21,23 @@ from jobs.https import connections, dialing
 from jobs.https.dialing import is_allowed_address
 from riskapi.webhooks.urls import normalise
 
-__all__ = ["MAX_RESPONSE_BYTES", "Result", "is_allowed_address", "post", "prepare"]
+__all__ = ["MAX_RESPONSE_BYTES", "Answer", "Result", "is_allowed_address", "post", "prepare"]
 
-MAX_RESPONSE_BYTES = 64 * 1024
+# Of a receiver's body, this much is kept for the attempt log; one byte more is read, to tell it was cut.
+MAX_RESPONSE_BYTES = 16 * 1024
 
 # Framing is ours to decide; letting callers override these would let them
 # desynchronise the request or the connection kept for the next attempt.
 _OWNED_HEADERS = frozenset({"content-length", "connection", "transfer-encoding"})
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a receiver answered besides its status: its headers and the first MAX_RESPONSE_BYTES of its body, as text."""
+
+    headers: dict[str, str]
+    body: str
+    truncated: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +49,10 @@ class Result:
     duration_ms: int
     # Seconds a 429 or 503 asked us to wait (its Retry-After, in seconds or as an HTTP date); None otherwise.
     retry_after: float | None = None
+    # Every header as it went (Host and Content-Length included); None when nothing was sent.
+    request_headers: dict[str, str] | None = None
+    # None when there was no complete answer (then `error` says why).
+    response: Answer | None = None
 
     @property
     def ok(self) -> bool:
@@ -94,13 +108,15 @@ def post(
     started = time.monotonic()
     deadline = dialing.Deadline(timeout, watchdog)
     status = error = retry_after = None
-    tls = response = None
+    tls = response = sent = answer = None
     keep = False
     try:
         host, port, target = prepare(url)
         key = connections.Key(host, port, ca_bundle, allow_private)
+        sent = _as_sent(host, port, body, headers)
         tls, opened, response = _exchange(pool, key, target, body, headers, deadline)
-        complete = _drain(response, tls, deadline)
+        complete, content = _drain(response, tls, deadline)
+        answer = _answer(response, content)
         status = response.status
         if status in PUSHBACK:
             retry_after = parse_retry_after(response.getheader("Retry-After"))
@@ -118,7 +134,24 @@ def post(
                 pool.give(key, tls, opened)
             else:
                 tls.close()
-    return Result(status, error, round((time.monotonic() - started) * 1000), retry_after)
+    return Result(status, error, round((time.monotonic() - started) * 1000), retry_after, sent, answer)
+
+
+def _as_sent(host: str, port: int, body: bytes, headers: dict) -> dict[str, str]:
+    """Return the request's headers as _send writes them: Host (unless given), the caller's, then Content-Length."""
+    given = {str(name): str(value) for name, value in headers.items() if str(name).lower() not in _OWNED_HEADERS}
+    lowered = {name.lower() for name in given}
+    shown = {} if "host" in lowered else {"Host": host if port == 443 else f"{host}:{port}"}
+    return {**shown, **given, "Content-Length": str(len(body))}
+
+
+def _answer(response: http.client.HTTPResponse, content: bytes) -> Answer:
+    """Return the headers and the kept body of an answer (a repeated header's values joined by ", ")."""
+    headers: dict[str, str] = {}
+    for name, value in response.getheaders():
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    kept = content[:MAX_RESPONSE_BYTES]
+    return Answer(headers, kept.decode("utf-8", errors="replace"), len(content) > MAX_RESPONSE_BYTES)
 
 
 # What a kept connection the receiver closed meanwhile raises before any answer arrives.
@@ -176,21 +209,23 @@ def _send(
     return conn.getresponse()
 
 
-def _drain(response: http.client.HTTPResponse, tls: ssl.SSLSocket, deadline: dialing.Deadline) -> bool:
-    """Read at most MAX_RESPONSE_BYTES of the body; return whether it was read to its end.
+def _drain(response: http.client.HTTPResponse, tls: ssl.SSLSocket, deadline: dialing.Deadline) -> tuple[bool, bytes]:
+    """Read at most MAX_RESPONSE_BYTES + 1 of the body; return whether it was read to its end, and what was read.
 
     Raises TimeoutError if the deadline cut it short.
     """
-    budget = MAX_RESPONSE_BYTES
+    budget = MAX_RESPONSE_BYTES + 1
+    chunks = []
     while budget > 0:
         deadline.guard(tls)
         chunk = response.read1(budget)
         if not chunk:
             break
+        chunks.append(chunk)
         budget -= len(chunk)
     deadline.remaining()  # a shutdown by the timer looks like a clean EOF
     # A chunked body closes the response at its last chunk; read1 leaves a Content-Length one open at 0 left.
-    return response.isclosed() or response.length == 0
+    return response.isclosed() or response.length == 0, b"".join(chunks)
 
 
 # Receivers that push back: their Retry-After sets when the next attempt goes.

@@ -142,9 +142,19 @@ class ListSpec:
         """Match the column: `true` or `1` means true, any other value false."""
         return self.field(name) == (value in {"true", "1"})
 
+    def _delivery_status(self, name: str, value: str, risk_id: int) -> peewee.ColumnBase:
+        """Match deliveries showing any of the comma-separated statuses (some are read from more than the column)."""
+        # The spec gives this filter to the delivery list alone.
+        return self.model.status_in(value.split(","))  # type: ignore[union-attr]
+
+    def _response_status(self, name: str, value: str, risk_id: int) -> peewee.ColumnBase:
+        """Match deliveries whose last attempt was answered with any of the comma-separated codes or classes."""
+        # The spec gives this filter to the delivery list alone.
+        return self.model.last_response_in(value.split(","))  # type: ignore[union-attr]
+
     def _exact(self, name: str, value: str, risk_id: int) -> peewee.ColumnBase:
-        """Match any of the comma-separated values exactly."""
-        field = self.field(name)
+        """Match any of the comma-separated values exactly (in the column `x-field` names, or the filter's own)."""
+        field = self.field(self.filters[name].get("x-field", name))
         parts: list[str] | list[int] = value.split(",")
         if isinstance(field, peewee.IntegerField):
             parts = [int(p) for p in parts]
@@ -179,6 +189,8 @@ class ListSpec:
         "boolean": _boolean,
         "exact": _exact,
         "reference": _reference,
+        "delivery-status": _delivery_status,
+        "response-status": _response_status,
     }
 
 

@@ -13,6 +13,7 @@ from riskapi.exceptions import ApiError
 from riskapi.services.bulk_write import Errors, entries, existing, items
 from riskapi.services.messages import message
 from riskapi.services.render import envelope
+from riskapi.webhooks import notices
 from riskapi.webhooks.signing import generate_secret
 from riskapi.webhooks.urls import normalise, url_problem
 
@@ -137,6 +138,11 @@ class Update(_Write):
         now = utcnow()
         for _, current, changes in plan:
             Webhook.update(**changes, updated=now).where(Webhook.id == current["id"]).execute()
+        for _, current, changes in plan:  # once every item is written: none of the webhooks disabled here is told
+            if changes.get("disabled") is not None:
+                notices.webhook_disabled(
+                    self.agency_id, current["uuid"], notices.MANUAL, changes["disabled"], current["failures"]
+                )
         updated = rows(current["id"] for _, current, _ in plan)
         return [render(updated[current["id"]]) for _, current, _ in plan]
 
