@@ -155,9 +155,9 @@ def test_huge_response_is_not_read_to_the_end(rx):
 
 # --- deadlines ----------------------------------------------------------------
 
-# A deadline can't fire early, so the lower bounds hold on any machine (less a little for rounding); how late it fires depends on how busy
-# the machine is, so the upper bound only catches a deadline that did not cut the exchange at all (the
-# receiver's stall or trickle lasts far longer than this).
+# A deadline can't fire early, so the lower bounds hold on any machine (less a little for rounding).
+# How late it fires depends on how busy the machine is: the upper bound only catches a deadline that
+# did not cut the exchange at all (the receiver's stall or trickle lasts far longer than this).
 LATE = 10.0
 
 
