@@ -17,8 +17,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05):
-    """Poll predicate until it returns something truthy; return that, or the last falsy value at the deadline."""
+def wait_until(predicate, timeout: float = 30.0, interval: float = 0.05):
+    """Poll predicate until it returns something truthy; return that, or the last falsy value at the deadline.
+
+    The default is roomy for a busy machine: waiting longer costs nothing when the thing happens.
+    """
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
