@@ -38,6 +38,7 @@ def test_agency_token_risk_then_the_token_works(tmp_path):
             response = httpx.get(
                 f"{server.url}/api/v1/risks/{risk['uuid']}/data/drivers",
                 headers={"Authorization": f"Bearer {token['token']}"},
+                timeout=30,
             )
             assert response.status_code == 200 and response.json()["data"] == []
     finally:

@@ -133,7 +133,9 @@ def run(plan: Plan, log: Path) -> Figures:
                 raise RuntimeError("serve did not answer:\n" + log.read_text(errors="replace")[-3000:])
             headers = {"Authorization": f"Bearer {token}"}
             hook = {"type": "custom", "url": receiver.url, "events": ["driver.created"]}
-            made = httpx.post(f"{base}/webhooks", json={"data": [{"object": "webhook", "data": hook}]}, headers=headers)
+            made = httpx.post(
+                f"{base}/webhooks", json={"data": [{"object": "webhook", "data": hook}]}, headers=headers, timeout=30
+            )
             secret = made.json()["data"][0]["meta"]["signing_secret"]
             up_at, answers = _under_load(plan, database, Load(base, token, risk, plan.rate, plan.per_write))
             return _count(plan, database.url, receiver, secret, log, up_at, answers)
