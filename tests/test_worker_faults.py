@@ -176,7 +176,9 @@ def test_serve_starts_a_killed_worker_again_and_every_delivery_arrives(tmp_path,
         )
     created: list[str] = []
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v1", headers={"Authorization": f"Bearer {token}"}) as http:
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{port}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=30
+        ) as http:
 
             def up():
                 try:
