@@ -56,7 +56,7 @@ def test_relay_enqueues_one_batch_job_and_rescue_hands_back_what_a_lost_batch_ca
             assert job.id == batch and job.func_name == jobs_queue.BATCH_FUNCTION
             assert job.args == ([(row.id, row.generation) for row in rows],)
             # rescue's cutoff is "now": wait until the relayed stamp lies strictly before it.
-            assert wait_until(lambda: utcnow() > rows[0].relayed, timeout=1, interval=0.001)
+            assert wait_until(lambda: utcnow() > rows[0].relayed, timeout=30, interval=0.001)
             assert relay.rescue() == 0  # queued: a backlog, not a loss
             job.delete()  # Redis lost it
             assert relay.rescue() == 3
@@ -87,7 +87,7 @@ def test_a_batch_delivers_each_with_its_own_id_and_a_failed_one_retries_on_its_o
     assert sorted(len(r) for r in by_name.values()) == [1, 1, 1, 2]
     first, second = by_name["flaky"]
     assert first.headers["service-delivery"] == second.headers["service-delivery"] and first.body == second.body
-    assert 0.95 <= second.at - first.at <= 4
+    assert second.at - first.at >= 0.95  # not before its delay; how long after is the machine's business
     assert len({r.headers["service-delivery"] for r in receiver.requests}) == 4
     attempts = sorted([a["status"] for a in d["data"]["attempts"]] for d in log)
     assert attempts == [[200], [200], [200], [500, 200]]
@@ -99,15 +99,15 @@ def test_a_worker_killed_mid_batch_leaves_every_unsettled_delivery_to_be_rescued
     first = start_worker(timeout="2", stale_after="1")
     hook = make_webhook(client, tenant, url=receiver.url)
     add_drivers(client, tenant, "a", "b", "c")
-    assert receiver.wait_for(1, timeout=10)
+    assert receiver.wait_for(1)
     # Kill it once the two others are settled: one answered but not yet written down would (rightly, at
     # least once) be sent again, and this test is about the unsettled one alone.
     succeeded = lambda: sum(d["data"]["status"] == "succeeded" for d in deliveries(client, tenant, hook))  # noqa: E731
-    assert wait_until(lambda: succeeded() == 2, timeout=10)
+    assert wait_until(lambda: succeeded() == 2)
     first.kill()
 
     start_worker(timeout="2", stale_after="1")
-    log = settled(client, tenant, hook, 3, timeout=30)
+    log = settled(client, tenant, hook, 3)
     assert {d["data"]["status"] for d in log} == {"succeeded"}
     assert all([a["status"] for a in d["data"]["attempts"]] == [200] for d in log)
     delivered = [r.headers["service-delivery"] for r in receiver.requests]

@@ -38,6 +38,7 @@ def test_agency_token_risk_then_the_token_works(tmp_path):
             response = httpx.get(
                 f"{server.url}/api/v1/risks/{risk['uuid']}/data/drivers",
                 headers={"Authorization": f"Bearer {token['token']}"},
+                timeout=30,
             )
             assert response.status_code == 200 and response.json()["data"] == []
     finally:
@@ -63,7 +64,7 @@ def test_serve_says_where_it_listens_how_to_make_a_tenant_and_is_ready_with_its_
 
         def ready():
             try:
-                return httpx.get(f"http://127.0.0.1:{port}/api/v1/readyz", timeout=5).json()
+                return httpx.get(f"http://127.0.0.1:{port}/api/v1/readyz", timeout=30).json()
             except (httpx.TransportError, ValueError):
                 return None
 
@@ -103,7 +104,7 @@ def test_serve_no_worker_runs_the_api_alone(tmp_path):
 
         def ready():
             try:
-                return httpx.get(f"http://127.0.0.1:{port}/api/v1/readyz", timeout=5).json()
+                return httpx.get(f"http://127.0.0.1:{port}/api/v1/readyz", timeout=30).json()
             except (httpx.TransportError, ValueError):
                 return None
 
@@ -167,7 +168,7 @@ def test_sigterm_lets_an_in_flight_request_finish_and_takes_no_new_one(tmp_path)
             assert head_sent.wait(30)  # the 4 MB request is in flight
             serve.send_signal(signal.SIGTERM)
             try:
-                assert wait_until(lambda: not answers(base), timeout=15)  # no new request is taken
+                assert wait_until(lambda: not answers(base), timeout=30)  # no new request is taken
             finally:
                 signalled.set()
             answer = pending.result()

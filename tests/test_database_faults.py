@@ -181,7 +181,7 @@ def test_a_pooled_connection_is_checked_out_without_a_round_trip_and_a_cut_one_i
             assert last_query(pid) == "SELECT 'the last words before check-in'"
             assert pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0] == pid
         watcher.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        wait_until(lambda: last_query(pid) == "", timeout=10)
+        wait_until(lambda: last_query(pid) == "", timeout=30)
         with pool.connection_context():
             # The cut one said so on its socket: discarded at check-out, a new one opened, no error.
             assert pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0] != pid

@@ -43,6 +43,7 @@ def test_a_database_crash_under_delivery_load_loses_nothing_and_sends_again_only
     assert set(figures.answered) <= {201, 503}, figures  # never a 500, never a hang
     assert figures.to_2xx_s is not None, figures
     assert figures.lost_writes == 0 and figures.committed_unanswered == 0, figures
+    # 500: a quarter of the planned writes, which the load (toolkit.outage) goes on until it has, however slow.
     assert figures.unsettled == 0 and figures.deliveries >= 500, figures
     assert figures.lost == 0 and figures.bad_signatures == 0, figures
     assert figures.duplicates <= figures.kept, figures

@@ -13,7 +13,7 @@ def probe(settings, path: str, restore: str) -> httpx.Response:
     """Serve an app with these settings on a port of its own and GET one probe; bind the test database again."""
     try:
         with ServerThread(create_app(settings), free_port()) as other:
-            return httpx.get(other.url + "/api/v1" + path, timeout=10)
+            return httpx.get(other.url + "/api/v1" + path, timeout=30)
     finally:
         models.bind(restore)
 

@@ -82,7 +82,7 @@ def test_a_retry_while_the_first_request_runs_answers_409_and_the_first_answer_a
             target=lambda: first.append(client.post(tenant.url("/drivers"), json=DRIVERS, headers=keyed(tenant, key)))
         )
         running.start()
-        assert wait_until(lambda: stored(tenant, key) is not None, timeout=10)
+        assert wait_until(lambda: stored(tenant, key) is not None, timeout=30)
         time.sleep(0.2)
         busy = client.post(tenant.url("/drivers"), json=DRIVERS, headers=keyed(tenant, key))
         assert busy.status_code == 409 and busy.headers["Retry-After"] == "1", busy.text

@@ -19,7 +19,7 @@ def test_two_apis_and_two_workers_deliver_every_event_exactly_once(start_api, st
     start_worker()
     tenant = make_tenant(webhook_limit=3)
     hook = {"type": "custom", "url": receiver.url, "events": ["driver.created"]}
-    assert httpx.post(apis[0] + "/webhooks", json=items("webhook", hook), headers=tenant.headers).status_code == 201
+    assert httpx.post(apis[0] + "/webhooks", json=items("webhook", hook), headers=tenant.headers, timeout=30).status_code == 201
 
     def write(n: int) -> httpx.Response:
         return httpx.post(apis[n % 2] + tenant.url("/drivers"), json=items("driver", {}), headers=tenant.headers, timeout=60)
@@ -50,5 +50,5 @@ def test_the_webhook_plan_limit_holds_across_two_apis(start_api):
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         statuses = collections.Counter(pool.map(create, range(16)))
     assert statuses == {201: 3, 400: 13}
-    listed = httpx.get(apis[0] + "/webhooks", headers=tenant.headers).json()["data"]
+    listed = httpx.get(apis[0] + "/webhooks", headers=tenant.headers, timeout=30).json()["data"]
     assert len(listed) == 3

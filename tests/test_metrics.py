@@ -47,12 +47,15 @@ def test_with_a_metrics_token_only_its_bearer_may_scrape(server, settings):
     guarded = dataclasses.replace(settings, metrics_token="m3trics-secret")
     try:
         with ServerThread(create_app(guarded), free_port()) as other:
-            assert httpx.get(other.url + "/metrics").status_code == 404
-            assert httpx.get(other.url + "/metrics", headers={"Authorization": "Bearer nope"}).status_code == 404
-            assert httpx.get(other.url + "/metrics", headers={"Authorization": "Bearer m3trics-secret"}).status_code == 200
+            assert httpx.get(other.url + "/metrics", timeout=30).status_code == 404
+            assert httpx.get(other.url + "/metrics", headers={"Authorization": "Bearer nope"}, timeout=30).status_code == 404
+            assert (
+                httpx.get(other.url + "/metrics", headers={"Authorization": "Bearer m3trics-secret"}, timeout=30).status_code
+                == 200
+            )
         off = dataclasses.replace(settings, metrics=False)
         with ServerThread(create_app(off), free_port()) as other:
-            assert httpx.get(other.url + "/metrics").status_code == 404
+            assert httpx.get(other.url + "/metrics", timeout=30).status_code == 404
     finally:
         models.bind(settings.database_url)
 
@@ -69,9 +72,9 @@ def test_serve_with_two_api_processes_counts_them_whole(tmp_path):
         models.bind(env["DATABASE_URL"])
         tenant = make_tenant()
         for _ in range(30):  # new connections, so both processes answer some
-            assert httpx.get(base + "/api/v1/webhooks", headers=tenant.headers).status_code == 200
+            assert httpx.get(base + "/api/v1/webhooks", headers=tenant.headers, timeout=30).status_code == 200
         for _ in range(4):  # whichever process answers the scrape, it counts all 30
-            text = httpx.get(base + "/metrics").text
+            text = httpx.get(base + "/metrics", timeout=30).text
             assert sample(text, "riskapi_requests_total", operation="listWebhooks", status="200") == 30
         serve.send_signal(signal.SIGTERM)
         assert serve.wait(30) == 0
@@ -97,7 +100,7 @@ def test_a_worker_counts_its_attempts_and_logs_one_line_each(client, tenant, rec
     hook = make_webhook(client, tenant, url=receiver.url)
     add_driver(client, tenant)
     [log] = settled(client, tenant, hook)
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
     assert sample(text, "riskapi_delivery_attempts_total", outcome="failed") == 1
     assert sample(text, "riskapi_delivery_attempts_total", outcome="succeeded") == 1
     assert sample(text, "riskapi_delivery_retries_scheduled_total") == 1

@@ -226,19 +226,19 @@ def test_a_database_of_4e3b5fc_upgrades_keeps_every_row_and_the_app_works_on_it(
     assert lines(riskapi(url, "token", "list", "--agency", agency))[0]["prefix"] is None  # an old token has none
     with _serving(url) as base:
         headers = {"Authorization": f"Bearer {found['token']}"}
-        drivers = httpx.get(f"{base}/risks/{found['risk']}/data/drivers?include=address", headers=headers, timeout=10)
+        drivers = httpx.get(f"{base}/risks/{found['risk']}/data/drivers?include=address", headers=headers, timeout=30)
         assert drivers.status_code == 200, drivers.text
         assert sorted(d["uuid"] for d in drivers.json()["data"]) == sorted(found["drivers"])
         assert all(d["relations"]["address"]["data"]["city"] == "Austin" for d in drivers.json()["data"])
         keyed = {**headers, "Idempotency-Key": "after-upgrade"}  # migration 0004's table holds the key and the answer
         new_driver = {"data": [{"object": "driver", "data": {"first_name": "New"}}]}
-        created = httpx.post(f"{base}/risks/{found['risk']}/data/drivers", headers=keyed, timeout=10, json=new_driver)
+        created = httpx.post(f"{base}/risks/{found['risk']}/data/drivers", headers=keyed, timeout=30, json=new_driver)
         assert created.status_code == 201 and created.json()["data"][0]["data"]["number"] == 3, created.text
-        retried = httpx.post(f"{base}/risks/{found['risk']}/data/drivers", headers=keyed, timeout=10, json=new_driver)
+        retried = httpx.post(f"{base}/risks/{found['risk']}/data/drivers", headers=keyed, timeout=30, json=new_driver)
         assert retried.headers.get("Idempotent-Replayed") == "true" and retried.content == created.content
-        webhooks = httpx.get(f"{base}/webhooks", headers=headers, timeout=10)
+        webhooks = httpx.get(f"{base}/webhooks", headers=headers, timeout=30)
         assert webhooks.status_code == 200 and [w["uuid"] for w in webhooks.json()["data"]] == found["webhooks"], webhooks.text
-        deliveries = httpx.get(f"{base}/webhooks/{found['webhooks'][0]}/deliveries", headers=headers, timeout=10)
+        deliveries = httpx.get(f"{base}/webhooks/{found['webhooks'][0]}/deliveries", headers=headers, timeout=30)
         assert deliveries.status_code == 200 and len(deliveries.json()["data"]) >= 1, deliveries.text
 
 

@@ -24,21 +24,21 @@ def test_two_processes_share_one_limit_per_token(api_processes):
     tenant, other = make_tenant(), make_tenant()
     seen = []
     for i in range(10):
-        response = httpx.get((one, two)[i % 2] + "/webhooks", headers=tenant.headers)
+        response = httpx.get((one, two)[i % 2] + "/webhooks", headers=tenant.headers, timeout=30)
         assert response.status_code == 200
         assert response.headers["X-RateLimit-Limit"] == "10"
         seen.append(int(response.headers["X-RateLimit-Remaining"]))
     assert seen == list(range(9, -1, -1))
-    refused = httpx.get(one + "/webhooks", headers=tenant.headers)
+    refused = httpx.get(one + "/webhooks", headers=tenant.headers, timeout=30)
     assert refused.status_code == 429
     assert refused.json() == {"message": "Too many requests.", "status": 429}
     assert 1 <= int(refused.headers["Retry-After"]) <= 60
     assert refused.headers["X-RateLimit-Remaining"] == "0" and int(refused.headers["X-RateLimit-Reset"]) > 0
-    assert httpx.get(two + "/webhooks", headers=tenant.headers).status_code == 429
+    assert httpx.get(two + "/webhooks", headers=tenant.headers, timeout=30).status_code == 429
     # Another token has its own budget; errors carry the headers too; probes are never counted.
-    missing = httpx.get(two + "/risks/none/data/drivers", headers=other.headers)
+    missing = httpx.get(two + "/risks/none/data/drivers", headers=other.headers, timeout=30)
     assert missing.status_code == 404 and missing.headers["X-RateLimit-Remaining"] == "9"
-    assert all(httpx.get(one + "/healthz").status_code == 200 for _ in range(12))
+    assert all(httpx.get(one + "/healthz", timeout=30).status_code == 200 for _ in range(12))
 
 
 def test_a_large_body_weighs_more(api_processes):
@@ -54,7 +54,7 @@ def test_requests_pass_unlimited_while_redis_does_not_answer(api_processes):
     url = api_processes(redis=f"redis://127.0.0.1:{free_port()}/0")
     tenant = make_tenant()
     for _ in range(12):
-        response = httpx.get(url + "/webhooks", headers=tenant.headers)
+        response = httpx.get(url + "/webhooks", headers=tenant.headers, timeout=30)
         assert response.status_code == 200 and "X-RateLimit-Remaining" not in response.headers
 
 
@@ -66,14 +66,16 @@ def test_a_write_refused_429_does_not_spend_its_idempotency_key(api_processes):
     body = {"data": [{"object": "driver", "data": {"first_name": "Ada"}}]}
     keyed = {**tenant.headers, "Idempotency-Key": "refused-then-run"}
     for _ in range(6):
-        assert httpx.get(url + "/webhooks", headers=tenant.headers).status_code == 200
-    refused = httpx.post(url + tenant.url("/drivers"), json=body, headers=keyed)
+        assert httpx.get(url + "/webhooks", headers=tenant.headers, timeout=30).status_code == 200
+    refused = httpx.post(url + tenant.url("/drivers"), json=body, headers=keyed, timeout=30)
     assert refused.status_code == 429
     # Nothing ran under the key: the same request, from a token with budget left, runs (not 409, not a replay).
-    ran = httpx.post(url + tenant.url("/drivers"), json=body, headers={**keyed, "Authorization": f"Bearer {second}"})
+    ran = httpx.post(url + tenant.url("/drivers"), json=body, headers={**keyed, "Authorization": f"Bearer {second}"}, timeout=30)
     assert ran.status_code == 201, ran.text
     assert "Idempotent-Replayed" not in ran.headers
-    again = httpx.post(url + tenant.url("/drivers"), json=body, headers={**keyed, "Authorization": f"Bearer {second}"})
+    again = httpx.post(
+        url + tenant.url("/drivers"), json=body, headers={**keyed, "Authorization": f"Bearer {second}"}, timeout=30
+    )
     assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
     assert again.json() == ran.json()
 

@@ -133,7 +133,9 @@ def run(plan: Plan, log: Path) -> Figures:
                 raise RuntimeError("serve did not answer:\n" + log.read_text(errors="replace")[-3000:])
             headers = {"Authorization": f"Bearer {token}"}
             hook = {"type": "custom", "url": receiver.url, "events": ["driver.created"]}
-            made = httpx.post(f"{base}/webhooks", json={"data": [{"object": "webhook", "data": hook}]}, headers=headers)
+            made = httpx.post(
+                f"{base}/webhooks", json={"data": [{"object": "webhook", "data": hook}]}, headers=headers, timeout=30
+            )
             secret = made.json()["data"][0]["meta"]["signing_secret"]
             up_at, answers = _under_load(plan, database, Load(base, token, risk, plan.rate, plan.per_write))
             return _count(plan, database.url, receiver, secret, log, up_at, answers)
@@ -145,7 +147,7 @@ def run(plan: Plan, log: Path) -> Figures:
 
 def _answers(base: str) -> bool:
     try:
-        return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+        return httpx.get(f"{base}/healthz", timeout=10).status_code == 200
     except httpx.HTTPError:
         return False
 
@@ -167,9 +169,20 @@ def _under_load(plan: Plan, database: OwnPostgres, load: Load) -> tuple[float, l
         database.start()
     up_at = time.monotonic()
     time.sleep(max(started + plan.seconds - time.monotonic(), 0))
+    # A busy machine fits fewer writes into the planned time, perhaps none answered after the database came
+    # back: the load goes on until a quarter of the planned writes and one after its return were answered
+    # (a minute at most), so the figures always have something to count.
+    planned = plan.rate * plan.seconds
+    wait_until(lambda: _loaded(load.answers, up_at, planned / 4), timeout=60, interval=0.2)
     load.stop.set()
     load.join(60)
     return up_at, load.answers
+
+
+def _loaded(answers: list, up_at: float, least: float) -> bool:
+    """Tell whether `least` writes were answered 201, one of them sent after the database came back."""
+    written = [sent for sent, _, status, _ in list(answers) if status == 201]
+    return len(written) >= least and any(sent >= up_at for sent in written)
 
 
 def _count(plan: Plan, url: str, receiver: Receiver, secret: str, log: Path, up_at: float, answers: list) -> Figures:

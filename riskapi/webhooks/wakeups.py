@@ -27,9 +27,21 @@ def key(queue: str) -> str:
     return f"riskapi:wake:{queue}"
 
 
+# A BLPOP longer than the client's socket timeout (jobs.runtime.embedded_redis.connect: 10 s) fails with a
+# timeout error instead of coming back empty, and the relay then sleeps an interval deaf to wake-ups:
+# a longer wait is made of waits no longer than this.
+LONGEST_BLPOP = 2.0
+
+
 def wait(connection: redis.Redis, queue: str, timeout: float) -> bool:
     """Block up to `timeout` seconds for a wake-up; return whether one came (all pending ones are taken)."""
-    woken = connection.blpop([key(queue)], timeout=timeout) is not None
+    deadline = time.monotonic() + timeout
+    while True:
+        step = min(deadline - time.monotonic(), LONGEST_BLPOP)
+        # BLPOP's 0 means forever: a wait that has run out still takes one short look.
+        woken = connection.blpop([key(queue)], timeout=max(step, 0.01)) is not None
+        if woken or step < LONGEST_BLPOP:
+            break
     if woken:
         connection.delete(key(queue))  # one pass serves every write before it
     return woken
