@@ -30,6 +30,7 @@ TABLES = ["app_key", "agency", "token", "risk", "vehicle", "premise", "driver", 
 TABLES += ["webhook", "event", "delivery", "attempt"]
 MIGRATIONS = ["0001_initial", "0002_webhook_previous_secret", "0003_token_lifecycle", "0004_idempotency_keys"]
 MIGRATIONS += ["0005_waiting_deliveries"]
+MIGRATIONS += ["0007_listen_sessions"]
 
 
 class Raw:
