@@ -17,6 +17,7 @@ from riskapi.api.connexion_internals import decorate_once, remember_security_sig
 from riskapi.api.cors import JsonCorsMiddleware
 from riskapi.api.docs import SpecMiddleware
 from riskapi.api.handler_threads import HandlerThreads
+from riskapi.api.listen_stream import ListenStreamMiddleware
 from riskapi.api.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
 from riskapi.api.rate_limits import RateLimitMiddleware
 from riskapi.api.request_validation import BodyValidator, ParamValidator, URIParser
@@ -72,6 +73,8 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
     app.add_middleware(BodyMiddleware, position=MiddlewarePosition.BEFORE_ROUTING, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(RoutedOnlyMiddleware, position=MiddlewarePosition.BEFORE_SECURITY)
     app.add_middleware(SpecMiddleware, position=MiddlewarePosition.BEFORE_SWAGGER)
+    # Routed, authenticated and validated by then; answered in the event loop, not by a handler thread.
+    app.add_middleware(ListenStreamMiddleware, position=MiddlewarePosition.BEFORE_CONTEXT)
     if settings.access_log:
         logs.configure(settings.log_format)
     if settings.rate_limit and settings.redis_url:

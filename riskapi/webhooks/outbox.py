@@ -67,6 +67,12 @@ def ping(webhook: Webhook) -> dict:
     return {**events[0], "delivery": str(deliveries[0]["uuid"])}
 
 
+def trigger(agency_id: int, event: str, data: dict) -> tuple[dict, list[dict]]:
+    """Write one event to every live listen session and active webhook subscribed to it; return it and its deliveries."""
+    events, deliveries = _write(agency_id, event, [data], subscribers(agency_id, event))
+    return events[0], deliveries
+
+
 def _write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int]) -> tuple[list[dict], list[dict]]:
     now = utcnow()
     rows: list[dict[str, Any]] = []
