@@ -62,7 +62,9 @@ class ListenStreamMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         extensions = scope.get("extensions", {})
-        if scope["type"] != "http" or extensions.get("connexion_routing", {}).get("operation_id") != OPERATION:
+        # Connexion names the operation by its resolved id: `<x-openapi-router-controller>.<operationId>`.
+        routed = extensions.get("connexion_routing", {}).get("operation_id") or ""
+        if scope["type"] != "http" or routed.rpartition(".")[2] != OPERATION:
             await self.app(scope, receive, send)
             return
         agency_id = extensions["connexion_context"]["user"]
