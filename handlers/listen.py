@@ -1,6 +1,6 @@
 """Listen sessions (`riskapi listen`) and triggered test events (`riskapi trigger`).
 
-A session's stream is not answered here: riskapi.api.listen_stream answers it in the event loop,
+A session's stream is not answered here: riskapi.services.listen_stream answers it in the event loop,
 holding none of the few handler threads for the session's life.
 """
 
@@ -29,7 +29,7 @@ def create_listen_session(agency_id: int) -> flask.Response:
 
 
 def stream_listen_session(agency_id: int, session: str, timeout: int = 300) -> flask.Response:
-    """Answered by riskapi.api.listen_stream before a handler thread is taken; here only if it is not installed."""
+    """Answered by riskapi.services.listen_stream before a handler thread is taken; here only if it is not installed."""
     listen_sessions.live(agency_id, session)
     raise ApiError(503, "The stream is not served by this process.")
 
@@ -40,9 +40,7 @@ def record_listen_attempt(agency_id: int, session: str, delivery: str) -> flask.
     bulk_write.fail_if(errors)
     with models.atomic():
         found = listen_sessions.live(agency_id, session)
-        delivery_id = listen_sessions.record(
-            found, delivery, payload.get("status"), payload.get("error"), payload["duration_ms"]
-        )
+        delivery_id = listen_sessions.record(found, delivery, payload.get("status"), payload.get("error"), payload["duration_ms"])
         row = _delivery_row(delivery_id)
         attempts = list(models.dicts(Attempt.select().where(Attempt.delivery == delivery_id).order_by(Attempt.id)))
     return common.respond(201, {"data": render_delivery(row, attempts)})

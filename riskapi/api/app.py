@@ -17,7 +17,6 @@ from riskapi.api.connexion_internals import decorate_once, remember_security_sig
 from riskapi.api.cors import JsonCorsMiddleware
 from riskapi.api.docs import SpecMiddleware
 from riskapi.api.handler_threads import HandlerThreads
-from riskapi.api.listen_stream import ListenStreamMiddleware
 from riskapi.api.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
 from riskapi.api.rate_limits import RateLimitMiddleware
 from riskapi.api.request_validation import BodyValidator, ParamValidator, URIParser
@@ -25,6 +24,7 @@ from riskapi.api.routing import resolve
 from riskapi.config import SETTINGS_KEY, Settings, SettingsError
 from riskapi.observability import logs
 from riskapi.observability.metrics import MetricsMiddleware
+from riskapi.services.listen_stream import ListenStreamMiddleware
 from riskapi.webhooks import wakeups as wake
 from spec import SPEC_PATH
 

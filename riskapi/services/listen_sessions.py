@@ -49,7 +49,7 @@ def render(session: Webhook) -> dict:
         "data": {
             "events": unpack_events(session.events),
             "forward_to": session.url or None,
-            "expires": timestamp(session.listen_expires),
+            "expires": timestamp(session.listen_expires or session.created),
         },
         "meta": {"created": timestamp(session.created), "signing_secret": session.secret},
     }
@@ -120,7 +120,7 @@ def record(session: Webhook, delivery_uuid: str, status: int | None, error: str 
     at = now - datetime.timedelta(milliseconds=duration_ms)
     Attempt.create(delivery=found.id, at=at, status=status, error=error, duration_ms=duration_ms)
     outcome = SUCCEEDED if status is not None and 200 <= status < 300 else FAILED
-    Delivery.update(
-        status=outcome, tries=Delivery.tries + 1, next_attempt=None, locked_until=None, updated=now
-    ).where(Delivery.id == found.id).execute()
+    Delivery.update(status=outcome, tries=Delivery.tries + 1, next_attempt=None, locked_until=None, updated=now).where(
+        Delivery.id == found.id
+    ).execute()
     return found.id

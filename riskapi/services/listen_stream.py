@@ -1,7 +1,7 @@
-"""The stream of a listen session (`riskapi listen`): server-sent events answered in the event loop.
+"""The handler of streamListenSession (`riskapi listen`): server-sent events answered in the event loop.
 
 A handler thread held for a session's life would leave the process one fewer of its few threads per
-developer listening, so this middleware answers streamListenSession itself, after Connexion has
+developer listening, so this ASGI middleware (installed by riskapi.api.app) answers the operation itself, after Connexion has
 routed the request, checked its token and validated its parameters. The database is read in short
 calls off the loop; it holds everything, so any API process may hold any session's stream. Polls
 find new deliveries within POLL seconds; a comment line every HEARTBEAT seconds keeps proxies from
