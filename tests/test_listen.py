@@ -1,8 +1,24 @@
 """Listen sessions over HTTP: opened, streamed (server-sent events), reported, logged; and triggered events."""
 
+import hashlib
+import hmac
+import http.server
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
 
+import pytest
+import standardwebhooks
+
+from riskapi.webhooks import signing
 from tests.support import make_webhook
+from toolkit import ROOT
+from toolkit.serving import wait_until
+from toolkit.tenants import items
 
 
 def sse(text: str) -> list[tuple[str, dict]]:
@@ -62,3 +78,126 @@ def test_an_unknown_session_answers_404_at_once(client, tenant, other_tenant):
     for who, sid in ((tenant, "0d0c4a52-8a4c-4a43-9c43-6f0d2a0f3b61"), (other_tenant, session["uuid"]), (tenant, "nope")):
         answer = client.get(f"/listen-sessions/{sid}/stream", headers=who.headers)
         assert (answer.status_code, answer.json()) == (404, {"message": "Listen session not found.", "status": 404})
+
+
+# ---- `riskapi listen` and `riskapi trigger` as a developer runs them ---------------------------------------
+
+
+class LocalReceiver:
+    """A plain-HTTP receiver on loopback, as a developer's app: records each POST, answers `status`."""
+
+    def __init__(self, status: int = 200):
+        self.status = status
+        self.received: list[tuple[dict, bytes]] = []
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                owner.received.append(({name.lower(): value for name, value in self.headers.items()}, body))
+                self.send_response(owner.status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Cli:
+    """A `riskapi` command in a child process (this worktree's code), its output lines collected."""
+
+    def __init__(self, api_url: str, token: str, *args: str):
+        env = dict(os.environ, RISKAPI_API_URL=api_url, RISKAPI_TOKEN=token, PYTHONUNBUFFERED="1")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        command = [sys.executable, "-m", "riskapi.process", *args]
+        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def line(self, starting: str) -> str | None:
+        return next((line for line in self.lines if line.startswith(starting)), None)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        return self.process.wait(30)
+
+
+def run(api_url: str, token: str, *args: str) -> str:
+    cli = Cli(api_url, token, *args)
+    assert cli.process.wait(60) == 0, cli.lines
+    cli.reader.join(30)
+    return "\n".join(cli.lines)
+
+
+@pytest.fixture
+def local_receiver():
+    rx = LocalReceiver()
+    yield rx
+    rx.close()
+
+
+def listen_through(api_url, tenant, client, local_receiver, events="driver.created,form.completed"):
+    """Run `riskapi listen` against an API until Ctrl-C: a created driver and a triggered event reach the local receiver."""
+    cli = Cli(api_url, tenant.token, "listen", "--forward-to", local_receiver.url, "--events", events)
+    try:
+        assert wait_until(lambda: cli.line("Ready!"), timeout=60), cli.lines
+        ready = cli.line("Ready!")
+        secret = re.search(r"(whsec_\S+)", ready).group(1)
+        session = re.search(r"session ([0-9a-f-]{36})", ready).group(1)
+        created = client.post(tenant.url("/drivers"), json=items("driver", {"first_name": "Ada"}), headers=tenant.headers)
+        assert created.status_code == 201, created.text
+        assert wait_until(lambda: len(local_receiver.received) >= 1, timeout=60), cli.lines
+        triggered = run(api_url, tenant.token, "trigger", "form.completed")
+        assert json.loads(triggered)["deliveries"][0]["webhook"] == session
+        assert wait_until(lambda: len(local_receiver.received) >= 2 and len(cli.lines) >= 3, timeout=60), cli.lines
+    finally:
+        code = cli.stop()
+    assert code == 0, cli.lines
+    assert cli.lines[-1].startswith("Stopped listening"), cli.lines
+    return cli, secret, session
+
+
+def check_forwarded(local_receiver, secret, session, tenant, client, cli):
+    (driver_headers, driver_body), (form_headers, form_body) = local_receiver.received
+    assert json.loads(driver_body)["event"] == "driver.created" and json.loads(form_body)["event"] == "form.completed"
+    for headers, body in local_receiver.received:
+        assert headers["service-webhook"] == session and headers["webhook-id"] == headers["service-delivery"]
+        assert headers["content-type"] == "application/json"
+        assert signing.verify(secret, body, headers["service-signature"])
+        assert hmac.compare_digest(hmac.new(secret.encode(), body, hashlib.sha256).hexdigest(), headers["service-signature"])
+        assert standardwebhooks.Webhook(secret).verify(body, headers)["id"] == json.loads(body)["id"]
+    # One line per delivery: time, event, delivery id, the local answer's status and its milliseconds.
+    printed = [line for line in cli.lines if " POST " in line]
+    assert [line.split()[2:4] for line in printed] == [
+        ["driver.created", driver_headers["service-delivery"]],
+        ["form.completed", form_headers["service-delivery"]],
+    ]
+    assert all(re.search(r"\[200\] \d+ ms$", line) for line in printed), printed
+    log = client.get(f"/webhooks/{session}/deliveries?sort=created", headers=tenant.headers).json()["data"]
+    assert [(d["uuid"], d["data"]["status"], [a["status"] for a in d["data"]["attempts"]]) for d in log] == [
+        (driver_headers["service-delivery"], "succeeded", [200]),
+        (form_headers["service-delivery"], "succeeded", [200]),
+    ]
+    # Ctrl-C ended the session: its stream is gone, and events after it make no delivery for it.
+    assert wait_until(lambda: client.get(f"/listen-sessions/{session}/stream", headers=tenant.headers).status_code == 404, 30)
+    after = client.post("/event-types/form.completed/trigger", headers=tenant.headers).json()
+    assert after["deliveries"] == []
+
+
+def test_listen_forwards_signed_deliveries_to_a_local_receiver_and_ends_on_ctrl_c(server, client, tenant, local_receiver):
+    cli, secret, session = listen_through(server.url + "/api/v1", tenant, client, local_receiver)
+    check_forwarded(local_receiver, secret, session, tenant, client, cli)
