@@ -11,14 +11,15 @@ import subprocess
 import sys
 import threading
 
+import httpx
 import pytest
 import standardwebhooks
 
 from riskapi.webhooks import signing
 from tests.support import make_webhook
 from toolkit import ROOT
-from toolkit.serving import wait_until
-from toolkit.tenants import items
+from toolkit.serving import answers, free_port, wait_until
+from toolkit.tenants import Tenant, items
 
 
 def sse(text: str) -> list[tuple[str, dict]]:
@@ -201,3 +202,36 @@ def check_forwarded(local_receiver, secret, session, tenant, client, cli):
 def test_listen_forwards_signed_deliveries_to_a_local_receiver_and_ends_on_ctrl_c(server, client, tenant, local_receiver):
     cli, secret, session = listen_through(server.url + "/api/v1", tenant, client, local_receiver)
     check_forwarded(local_receiver, secret, session, tenant, client, cli)
+
+
+def test_listen_works_with_serve_workers_2(tmp_path, local_receiver):
+    """The stream is held by one API process; the trigger, the driver and the reports reach either of the two."""
+    port = free_port()
+    env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/listen.db", RISKAPI_RATE_LIMIT="0", RISKAPI_ACCESS_LOG="0")
+    argv = [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
+    serve = subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
+    api_url = f"http://127.0.0.1:{port}/api/v1"
+    try:
+        assert wait_until(lambda: answers(api_url), timeout=60)
+
+        def riskapi(*args: str) -> dict:
+            done = subprocess.run(
+                [sys.executable, "-m", "riskapi.process", *args], cwd=ROOT, env=env, capture_output=True, text=True
+            )
+            assert done.returncode == 0, done.stderr
+            return json.loads(done.stdout)
+
+        agency = riskapi("agency", "create", "--name", "Two processes")["uuid"]
+        token = riskapi("token", "create", "--agency", agency)["token"]
+        risk = riskapi("risk", "create", "--agency", agency, "--type", "commercial")["uuid"]
+        tenant = Tenant(agency=agency, token=token, risk=risk, risk_type="commercial")
+        with httpx.Client(base_url=api_url, timeout=30) as client:
+            cli, secret, session = listen_through(api_url, tenant, client, local_receiver)
+            check_forwarded(local_receiver, secret, session, tenant, client, cli)
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        try:
+            serve.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()
