@@ -204,6 +204,13 @@ def test_listen_forwards_signed_deliveries_to_a_local_receiver_and_ends_on_ctrl_
     check_forwarded(local_receiver, secret, session, tenant, client, cli)
 
 
+def riskapi(env: dict, *args: str) -> dict:
+    """Run a `riskapi` command on the database env names; return the JSON it printed."""
+    done = subprocess.run([sys.executable, "-m", "riskapi.process", *args], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
 def test_listen_works_with_serve_workers_2(tmp_path, local_receiver):
     """The stream is held by one API process; the trigger, the driver and the reports reach either of the two."""
     port = free_port()
@@ -214,16 +221,9 @@ def test_listen_works_with_serve_workers_2(tmp_path, local_receiver):
     try:
         assert wait_until(lambda: answers(api_url), timeout=60)
 
-        def riskapi(*args: str) -> dict:
-            done = subprocess.run(
-                [sys.executable, "-m", "riskapi.process", *args], cwd=ROOT, env=env, capture_output=True, text=True
-            )
-            assert done.returncode == 0, done.stderr
-            return json.loads(done.stdout)
-
-        agency = riskapi("agency", "create", "--name", "Two processes")["uuid"]
-        token = riskapi("token", "create", "--agency", agency)["token"]
-        risk = riskapi("risk", "create", "--agency", agency, "--type", "commercial")["uuid"]
+        agency = riskapi(env, "agency", "create", "--name", "Two processes")["uuid"]
+        token = riskapi(env, "token", "create", "--agency", agency)["token"]
+        risk = riskapi(env, "risk", "create", "--agency", agency, "--type", "commercial")["uuid"]
         tenant = Tenant(agency=agency, token=token, risk=risk, risk_type="commercial")
         with httpx.Client(base_url=api_url, timeout=30) as client:
             cli, secret, session = listen_through(api_url, tenant, client, local_receiver)
@@ -235,3 +235,28 @@ def test_listen_works_with_serve_workers_2(tmp_path, local_receiver):
         except subprocess.TimeoutExpired:
             os.killpg(serve.pid, signal.SIGKILL)
             serve.wait()
+
+
+def test_serve_stopping_ends_the_stream_it_holds(tmp_path, local_receiver):
+    """`serve` (one process, uvicorn.run) asked to stop does not wait for a held stream to run out."""
+    port = free_port()
+    env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/stop.db", RISKAPI_RATE_LIMIT="0", RISKAPI_ACCESS_LOG="0")
+    argv = [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port), "--no-worker"]
+    serve = subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
+    api_url = f"http://127.0.0.1:{port}/api/v1"
+    cli = None
+    try:
+        assert wait_until(lambda: answers(api_url), timeout=60)
+        agency = riskapi(env, "agency", "create", "--name", "Stop")["uuid"]
+        token = riskapi(env, "token", "create", "--agency", agency)["token"]
+        cli = Cli(api_url, token, "listen", "--forward-to", local_receiver.url)
+        assert wait_until(lambda: cli.line("Ready!"), timeout=60), cli.lines
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(60) == 0  # the stream's own end is minutes away
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()
+        if cli is not None and cli.process.poll() is None:
+            cli.process.kill()
+            cli.process.wait()

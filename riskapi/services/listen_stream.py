@@ -6,13 +6,16 @@ routed the request, checked its token and validated its parameters. The database
 calls off the loop; it holds everything, so any API process may hold any session's stream. Polls
 find new deliveries within POLL seconds; a comment line every HEARTBEAT seconds keeps proxies from
 closing an idle stream and pushes the session's end ahead (riskapi.services.listen_sessions.TTL),
-so a session whose process died ends by itself. The client going away ends the session.
+so a session whose process died ends by itself. The client going away ends the session. A server
+asked to stop ends its streams (not their sessions), which it would otherwise wait for: the CLI opens
+the stream again, on another process or host when there is one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -102,7 +105,7 @@ class ListenStreamMiddleware:
             except Exception:  # the database away: end the stream, not the session; the CLI opens it again
                 log.exception("listen stream of session %s", session.uuid)
                 break
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or _server_stopping():
                 break
             try:
                 await asyncio.wait_for(gone.wait(), POLL)
@@ -111,6 +114,12 @@ class ListenStreamMiddleware:
                 pass
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         return False
+
+
+def _server_stopping() -> bool:
+    """Tell whether uvicorn was asked to stop: its signal handler, while it serves, is its Server's handle_exit."""
+    server = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
+    return bool(getattr(server, "should_exit", False))
 
 
 async def _send(send: Send, chunk: bytes, gone: asyncio.Event) -> bool:
