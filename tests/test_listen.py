@@ -1,5 +1,6 @@
 """Listen sessions over HTTP: opened, streamed (server-sent events), reported, logged; and triggered events."""
 
+import datetime
 import hashlib
 import hmac
 import http.server
@@ -15,6 +16,8 @@ import httpx
 import pytest
 import standardwebhooks
 
+from models import utcnow
+from models.webhooks import Webhook
 from riskapi.webhooks import signing
 from tests.support import make_webhook
 from toolkit import ROOT
@@ -72,6 +75,23 @@ def test_a_session_is_not_a_webhook_of_the_plan_nor_of_the_list(client, tenant):
     assert client.post(f"/webhooks/{session['uuid']}/ping", headers=tenant.headers).status_code == 404
     triggered = client.post("/event-types/form.completed/trigger", headers=tenant.headers).json()
     assert sorted(d["webhook"] for d in triggered["deliveries"]) == sorted([hook["uuid"], session["uuid"]])
+
+
+def test_a_dry_run_opens_nothing_and_triggers_nothing(client, tenant):
+    dry = {**tenant.headers, "Precognition": "true"}
+    assert client.post("/listen-sessions", json={}, headers=dry).status_code == 204
+    session = open_session(client, tenant)
+    assert client.post("/event-types/webhook.ping/trigger", headers=dry).status_code == 204
+    log = client.get(f"/webhooks/{session['uuid']}/deliveries", headers=tenant.headers).json()["data"]
+    assert log == []
+
+
+def test_a_session_no_stream_holds_ends_by_itself(client, tenant, connection):
+    session = open_session(client, tenant, events=["form.completed"])
+    # Its process died: nothing pushes its end ahead, which comes (here, at once).
+    Webhook.update(listen_expires=utcnow() - datetime.timedelta(seconds=1)).where(Webhook.uuid == session["uuid"]).execute()
+    assert client.post("/event-types/form.completed/trigger", headers=tenant.headers).json()["deliveries"] == []
+    assert client.get(f"/listen-sessions/{session['uuid']}/stream", headers=tenant.headers).status_code == 404
 
 
 def test_an_unknown_session_answers_404_at_once(client, tenant, other_tenant):

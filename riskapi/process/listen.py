@@ -20,12 +20,18 @@ from typing import IO, Any
 
 # The stream sends a comment every 15 s: a read that waits three times that long means the connection is dead.
 READ_TIMEOUT = 45.0
+# How long to keep trying to open the stream again: past the session's own end (60 s unheld), nothing would come.
+RECONNECT_FOR = 50.0
 # How long the local receiver may take, as a webhook's receiver may (RISKAPI_WEBHOOK_TIMEOUT's default).
 FORWARD_TIMEOUT = 5.0
 
 
 class ListenError(Exception):
     """The API refused a call, or could not be reached."""
+
+
+class Unreachable(ListenError):
+    """The API did not answer (restarting, or its process stopping): worth trying again."""
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -69,9 +75,11 @@ class Api:
         try:
             return _DIRECT.open(self.request("GET", path, accept="text/event-stream"), timeout=READ_TIMEOUT)
         except urllib.error.HTTPError as exc:
+            if exc.code >= 500:
+                raise Unreachable(f"GET {path} answered {exc.code}: {_message(exc)}") from None
             raise ListenError(f"GET {path} answered {exc.code}: {_message(exc)}") from None
         except (urllib.error.URLError, OSError) as exc:
-            raise ListenError(f"cannot reach {self.base}: {getattr(exc, 'reason', exc)}") from None
+            raise Unreachable(f"cannot reach {self.base}: {getattr(exc, 'reason', exc)}") from None
 
 
 def _message(exc: urllib.error.HTTPError) -> str:
@@ -131,7 +139,7 @@ def listen(api: Api, forward_to: str, names: list[str] | None, out: IO[str]) -> 
     try:
         while True:
             # The API ends a stream now and then (and a dead connection times out): the session goes on in a new one.
-            stream = api.stream(session["uuid"])
+            stream = _reopen(api, session["uuid"], out)
             try:
                 for name, data in events(stream):
                     if name == "delivery":
@@ -144,6 +152,19 @@ def listen(api: Api, forward_to: str, names: list[str] | None, out: IO[str]) -> 
             stream.close()  # the API ends the session when its stream goes
         _say(out, f"Stopped listening (session {session['uuid']} ended).")
         return 0
+
+
+def _reopen(api: Api, session: str, out: IO[str]) -> Any:
+    """Open the session's stream, trying again for a while when the API does not answer (a process stopping)."""
+    give_up = time.monotonic() + RECONNECT_FOR
+    while True:
+        try:
+            return api.stream(session)
+        except Unreachable as exc:
+            if time.monotonic() >= give_up:
+                raise
+            _say(out, f"riskapi: {exc}; trying again")
+            time.sleep(1.0)
 
 
 def _deliver(api: Api, session: str, forward_to: str, delivery: dict, out: IO[str]) -> None:
@@ -170,4 +191,4 @@ def _say(out: IO[str], line: str) -> None:
     out.flush()
 
 
-__all__ = ["Api", "ListenError", "events", "forward", "listen", "trigger"]
+__all__ = ["Api", "ListenError", "Unreachable", "events", "forward", "listen", "trigger"]
