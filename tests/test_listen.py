@@ -16,6 +16,7 @@ import httpx
 import pytest
 import standardwebhooks
 
+from jobs import retention
 from models import utcnow
 from models.webhooks import Webhook
 from riskapi.webhooks import signing
@@ -92,6 +93,17 @@ def test_a_session_no_stream_holds_ends_by_itself(client, tenant, connection):
     Webhook.update(listen_expires=utcnow() - datetime.timedelta(seconds=1)).where(Webhook.uuid == session["uuid"]).execute()
     assert client.post("/event-types/form.completed/trigger", headers=tenant.headers).json()["deliveries"] == []
     assert client.get(f"/listen-sessions/{session['uuid']}/stream", headers=tenant.headers).status_code == 404
+
+
+def test_retention_purges_sessions_ended_before_its_cutoff_with_their_deliveries(client, tenant, connection):
+    old, live = open_session(client, tenant), open_session(client, tenant)
+    client.post("/event-types/form.completed/trigger", headers=tenant.headers)
+    long_ago = utcnow() - datetime.timedelta(days=40)
+    Webhook.update(listen_expires=long_ago).where(Webhook.uuid == old["uuid"]).execute()
+    assert retention.purge_sessions(utcnow() - datetime.timedelta(days=30), batch=1) >= 1
+    assert Webhook.get_or_none(Webhook.uuid == old["uuid"]) is None
+    log = client.get(f"/webhooks/{live['uuid']}/deliveries", headers=tenant.headers).json()["data"]
+    assert len(log) == 1  # the live session keeps its delivery
 
 
 def test_an_unknown_session_answers_404_at_once(client, tenant, other_tenant):
