@@ -157,13 +157,16 @@ def listen(api: Api, forward_to: str, names: list[str] | None, out: IO[str]) -> 
 def _reopen(api: Api, session: str, out: IO[str]) -> Any:
     """Open the session's stream, trying again for a while when the API does not answer (a process stopping)."""
     give_up = time.monotonic() + RECONNECT_FOR
+    said = False
     while True:
         try:
             return api.stream(session)
         except Unreachable as exc:
             if time.monotonic() >= give_up:
                 raise
-            _say(out, f"riskapi: {exc}; trying again")
+            if not said:  # once, not every second
+                _say(out, f"riskapi: {exc}; trying again for {RECONNECT_FOR:.0f} s")
+                said = True
             time.sleep(1.0)
 
 
