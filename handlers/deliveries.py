@@ -55,7 +55,7 @@ def list_deliveries(
     agency_id: int, webhook: str, per_page: int, cursor: str | None = None, filter_: Any = None, sort: list[str] | None = None
 ) -> flask.Response:
     """List a webhook's deliveries, newest first."""
-    hook = webhook_of(agency_id, webhook)
+    hook = webhook_of(agency_id, webhook, sessions=True)  # a listen session's log too
     rows = _select().where(Delivery.webhook == hook.id).dicts()
     attempts: dict = {}
 

@@ -7,20 +7,20 @@ import flask
 
 import models
 from handlers import common, settings
-from models.webhooks import Webhook
+from models.webhooks import LISTEN, Webhook
 from riskapi.exceptions import ApiError
 from riskapi.services import webhook_writes
 from riskapi.webhooks import outbox
 
 
-def webhook_of(agency_id: int, webhook_uuid: str) -> Webhook:
-    """Return the agency's webhook; another agency's answers 404 like a missing one."""
+def webhook_of(agency_id: int, webhook_uuid: str, sessions: bool = False) -> Webhook:
+    """Return the agency's webhook (or listen session, when `sessions`); another agency's answers 404 like a missing one."""
     try:
         uuid.UUID(webhook_uuid)
     except ValueError:
         raise ApiError(404, "Webhook not found.") from None
     found = Webhook.get_or_none((Webhook.uuid == webhook_uuid) & (Webhook.agency == agency_id))
-    if found is None:
+    if found is None or (found.type == LISTEN and not sessions):
         raise ApiError(404, "Webhook not found.")
     return found
 
@@ -32,7 +32,7 @@ def list_webhooks(
     agency_id: int, per_page: int, cursor: str | None = None, filter_: Any = None, sort: list[str] | None = None
 ) -> flask.Response:
     """List the agency's webhooks."""
-    rows = Webhook.select().where(Webhook.agency == agency_id).dicts()
+    rows = Webhook.select().where((Webhook.agency == agency_id) & Webhook.subscription()).dicts()
     return common.list_page(
         Webhook, rows, agency_id, per_page, cursor, filter_, sort, lambda page: [webhook_writes.render(row) for row in page]
     )

@@ -6,7 +6,8 @@ still delivered, however old. Idempotency keys go once expired (RISKAPI_IDEMPOTE
 their first request, fixed then): the API already treats an expired key as unknown. Every relay
 offers the job once an hour; a Redis lock lets one of them enqueue it per period, and any delivery
 worker runs it (RQ job `jobs.retention.purge_older_than`). RISKAPI_RETENTION_DAYS=0 turns the job
-off, key purges included (expired keys then stay in the table, unanswered).
+off, key purges included (expired keys then stay in the table, unanswered). Listen sessions (`riskapi listen`)
+that ended before the cutoff go too, with their deliveries, owed or not: no one is listening for them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from rq import Queue
 import models
 from models import utcnow
 from models.idempotency import IdempotencyKey
-from models.webhooks import PENDING, Attempt, Delivery, Event
+from models.webhooks import LISTEN, PENDING, Attempt, Delivery, Event, Webhook
 
 log = logging.getLogger("riskapi.retention")
 
@@ -48,6 +49,19 @@ def purge(cutoff: datetime.datetime, batch: int = BATCH) -> dict[str, int]:
     return counts
 
 
+def purge_sessions(cutoff: datetime.datetime, batch: int = BATCH) -> int:
+    """Delete the listen sessions that ended before cutoff, their deliveries and attempts with them; return how many."""
+    ended = Webhook.select(Webhook.id).where((Webhook.type == LISTEN) & (Webhook.listen_expires < cutoff))
+    purged = 0
+    while ids := [row.id for row in ended.limit(batch)]:
+        with models.atomic():
+            theirs = Delivery.select(Delivery.id).where(Delivery.webhook.in_(ids))
+            Attempt.delete().where(Attempt.delivery.in_(theirs)).execute()
+            Delivery.delete().where(Delivery.webhook.in_(ids)).execute()
+            purged += Webhook.delete().where(Webhook.id.in_(ids)).execute()
+    return purged
+
+
 def purge_keys(now: datetime.datetime, batch: int = BATCH) -> int:
     """Delete the idempotency keys expired before now, in batches; return how many."""
     purged = 0
@@ -62,10 +76,13 @@ def purge_keys(now: datetime.datetime, batch: int = BATCH) -> int:
 def purge_older_than(days: int) -> dict[str, int]:
     """The RQ job: purge what is older than `days` days."""
     with models.db.connection_context():
-        counts = purge(utcnow() - datetime.timedelta(days=days))
+        cutoff = utcnow() - datetime.timedelta(days=days)
+        counts = purge(cutoff)
+        counts["listen_sessions"] = purge_sessions(cutoff)
         counts["idempotency_keys"] = purge_keys(utcnow())
     log.info(
-        "retention: purged %(events)d events, %(deliveries)d deliveries, %(attempts)d attempts, %(idempotency_keys)d keys",
+        "retention: purged %(events)d events, %(deliveries)d deliveries, %(attempts)d attempts,"
+        " %(listen_sessions)d listen sessions, %(idempotency_keys)d keys",
         counts,
     )
     return counts

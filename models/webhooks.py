@@ -11,6 +11,9 @@ from models.tenancy import Agency
 
 # The event names are the spec's (EventName); this one the service sends by itself.
 PING = "webhook.ping"
+# The type of a listen session's row (`riskapi listen`): never one of the spec's WebhookType, so the
+# webhook operations never show or take it; its deliveries are forwarded by the CLI, not POSTed by a worker.
+LISTEN = "listen"
 
 # A delivery's statuses, in the spec's order (DeliveryStatus, the type of Delivery.data.status). The row stores
 # three: FAILING is shown for a PENDING row whose round has made attempts (tries > 0): the last one failed and
@@ -48,12 +51,22 @@ class Webhook(PublicModel):
     disabled = peewee.DateTimeField(null=True)
     # Deliveries failed for good in a row; a success resets it, the limit disables the webhook.
     failures = peewee.IntegerField(default=0)
+    # A listen session's end, pushed forward while its stream is held (riskapi.api.listen_stream); null for
+    # a subscription. Added by migration 0007.
+    listen_expires = peewee.DateTimeField(null=True)
     agency_id: int  # Peewee's accessor of the foreign key's value
 
     @classmethod
+    def subscription(cls) -> peewee.Expression:
+        """Select subscriptions, not listen sessions: what the webhook operations show, change and count."""
+        return cls.type != LISTEN
+
+    @classmethod
     def subscribed(cls, agency_id: int, event: str) -> "peewee.ModelSelect[Self]":
-        """Select the agency's active webhooks subscribed to an event."""
-        return cls.select(cls.id).where((cls.agency == agency_id) & cls.disabled.is_null() & cls.events.contains(f",{event},"))
+        """Select the agency's active webhooks and live listen sessions subscribed to an event, as (id, is a session)."""
+        live = cls.listen_expires.is_null() | (cls.listen_expires > utcnow())
+        subscribed = (cls.agency == agency_id) & cls.disabled.is_null() & cls.events.contains(f",{event},") & live
+        return cls.select(cls.id, cls.listen_expires.is_null(False)).where(subscribed)
 
 
 class Event(BaseModel):

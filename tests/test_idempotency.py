@@ -48,7 +48,7 @@ def test_every_write_operation_declares_the_key_and_its_answers():
         for method, op in item.items()
         if method in {"post", "patch", "delete"}
     ]
-    assert len(writes) == 15
+    assert len(writes) == 18
     for path, method, op in writes:
         params = spec.parameters(op["operationId"])
         assert any(p["in"] == "header" and p["name"] == idempotency.HEADER for p in params), (method, path)

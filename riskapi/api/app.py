@@ -24,6 +24,7 @@ from riskapi.api.routing import resolve
 from riskapi.config import SETTINGS_KEY, Settings, SettingsError
 from riskapi.observability import logs
 from riskapi.observability.metrics import MetricsMiddleware
+from riskapi.services.listen_stream import ListenStreamMiddleware
 from riskapi.webhooks import wakeups as wake
 from spec import SPEC_PATH
 
@@ -72,6 +73,8 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
     app.add_middleware(BodyMiddleware, position=MiddlewarePosition.BEFORE_ROUTING, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(RoutedOnlyMiddleware, position=MiddlewarePosition.BEFORE_SECURITY)
     app.add_middleware(SpecMiddleware, position=MiddlewarePosition.BEFORE_SWAGGER)
+    # Routed, authenticated and validated by then; answered in the event loop, not by a handler thread.
+    app.add_middleware(ListenStreamMiddleware, position=MiddlewarePosition.BEFORE_CONTEXT)
     if settings.access_log:
         logs.configure(settings.log_format)
     if settings.rate_limit and settings.redis_url:

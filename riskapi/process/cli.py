@@ -1,8 +1,9 @@
-"""The `riskapi` command: serve, worker, db upgrade/status, and agency/token/risk creation."""
+"""The `riskapi` command: serve, worker, db upgrade/status, agency/token/risk creation, and listen/trigger."""
 
 import argparse
 import datetime
 import json
+import os
 import sys
 import uuid
 from typing import Any
@@ -13,6 +14,7 @@ from models import migrations, timestamp, utcnow
 from models.migrations import MigrationError
 from models.tenancy import Agency, Risk, Token
 from riskapi.config import Settings, SettingsError
+from riskapi.process import listen as listening
 
 
 def _print(obj: Any) -> None:
@@ -145,6 +147,30 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> None:
     work.work(settings, burst=args.burst)
 
 
+def cmd_listen(args: argparse.Namespace, settings: Settings) -> None:
+    """Forward the agency's events, signed, to a local URL over a connection out to the API (until Ctrl-C)."""
+    names = [name for name in (args.events or "").split(",") if name] or None
+    sys.exit(listening.listen(_api(args), args.forward_to, names, sys.stdout))
+
+
+def cmd_trigger(args: argparse.Namespace, settings: Settings) -> None:
+    """Send an event type's example to the agency's listen sessions and subscribed webhooks, as a test."""
+    sys.exit(listening.trigger(_api(args), args.event, sys.stdout))
+
+
+def _api(args: argparse.Namespace) -> listening.Api:
+    if not args.api_url or not args.token:
+        sys.exit("riskapi: give the API's base URL and an agency's token (--api-url/--token, or RISKAPI_API_URL/RISKAPI_TOKEN)")
+    return listening.Api(args.api_url, args.token)
+
+
+def _api_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--api-url", default=os.environ.get("RISKAPI_API_URL"), help="e.g. http://127.0.0.1:8000/api/v1 (RISKAPI_API_URL)"
+    )
+    command.add_argument("--token", default=os.environ.get("RISKAPI_TOKEN"), help="an agency's token (RISKAPI_TOKEN)")
+
+
 def parser() -> argparse.ArgumentParser:
     """Build the command-line parser."""
     top = argparse.ArgumentParser(prog="riskapi", description=__doc__)
@@ -189,6 +215,18 @@ def parser() -> argparse.ArgumentParser:
     create.add_argument("--type", required=True, choices=spec.schema("ProfileType")["enum"])
     create.add_argument("--name", default=None)
     create.set_defaults(func=cmd_risk_create)
+
+    listen = sub.add_parser("listen", help=cmd_listen.__doc__)
+    listen.add_argument(
+        "--forward-to", required=True, help="the local URL each event is POSTed to, e.g. http://localhost:3000/hooks"
+    )
+    listen.add_argument("--events", default=None, help="comma-separated event names (default: every event)")
+    _api_options(listen)
+    listen.set_defaults(func=cmd_listen)
+    trigger = sub.add_parser("trigger", help=cmd_trigger.__doc__)
+    trigger.add_argument("event", choices=spec.schema("EventName")["enum"], metavar="EVENT")
+    _api_options(trigger)
+    trigger.set_defaults(func=cmd_trigger)
     return top
 
 
@@ -203,7 +241,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"riskapi: {exc}")
     try:
         args.func(args, settings)
-    except MigrationError as exc:  # one line naming the migration, not a traceback
+    except (MigrationError, listening.ListenError) as exc:  # one line, not a traceback
         sys.exit(f"riskapi: {exc}")
 
 

@@ -73,7 +73,7 @@ class _Write:
 
     def _rows_of(self, uuids: list[str]) -> dict:
         # A concurrent PATCH or DELETE of the same webhooks waits for this one.
-        mine = Webhook.select().where((Webhook.agency == self.agency_id) & Webhook.uuid.in_(uuids))
+        mine = Webhook.select().where((Webhook.agency == self.agency_id) & Webhook.uuid.in_(uuids) & Webhook.subscription())
         query = models.locking(mine.order_by(Webhook.id))
         return {str(row["uuid"]): row for row in models.dicts(query)}
 
@@ -182,7 +182,8 @@ def _check_limit(agency_id: int, adding: int) -> None:
         return
     # Serialise the agency's webhook writes across processes.
     limit = models.locking(Agency.select(Agency.webhook_limit).where(Agency.id == agency_id)).scalar()
-    active = Webhook.select().where((Webhook.agency == agency_id) & Webhook.disabled.is_null()).count()
+    # Listen sessions (`riskapi listen`) are a developer's, for as long as a terminal holds them: not the plan's.
+    active = Webhook.select().where((Webhook.agency == agency_id) & Webhook.disabled.is_null() & Webhook.subscription()).count()
     if active + adding > limit:
         raise ApiError(
             400,

@@ -2,6 +2,8 @@
 
 Nothing here talks to Redis: the rows are committed (or rolled back) with the caller's transaction,
 and the relay (jobs/relay.py) hands committed deliveries to RQ, whenever Redis is reachable.
+A listen session's deliveries (`riskapi listen`) are written already relayed and with no next attempt:
+no relay, rescue or worker ever takes them; the API process holding the session's stream forwards them.
 """
 
 import datetime
@@ -16,6 +18,15 @@ from models.webhooks import PENDING, PING, Delivery, Event, Webhook
 # The columns each row sets (the others stay NULL), as Peewee's insert_many of these rows wrote them.
 _EVENT = ("uuid", "agency", "name", "created", "body")
 _DELIVERY = ("uuid", "webhook", "stored_event", "event", "status", "tries", "next_attempt", "generation", "created", "updated")
+_SESSION_DELIVERY = (*_DELIVERY, "relayed")
+
+
+class Subscribers(list[int]):
+    """Webhook ids subscribed to an event; `sessions` holds those that are listen sessions."""
+
+    def __init__(self, ids: list[int], sessions: set[int]) -> None:
+        super().__init__(ids)
+        self.sessions = sessions
 
 
 def body(event_uuid: uuid.UUID | str, name: str, created: datetime.datetime, data: Any) -> bytes:
@@ -37,9 +48,10 @@ def record(agency_id: int, event: str, payloads: list[dict], keep: bool = False)
     return write(agency_id, event, payloads, webhooks)
 
 
-def subscribers(agency_id: int, event: str) -> list[int]:
-    """Return the ids of the agency's active webhooks subscribed to an event (one indexed query)."""
-    return [webhook_id for (webhook_id,) in tuples(Webhook.subscribed(agency_id, event))]
+def subscribers(agency_id: int, event: str) -> Subscribers:
+    """Return the ids of the agency's active webhooks and live listen sessions subscribed to an event (one indexed query)."""
+    rows = list(tuples(Webhook.subscribed(agency_id, event)))
+    return Subscribers([webhook_id for webhook_id, _ in rows], {webhook_id for webhook_id, session in rows if session})
 
 
 def write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int]) -> list[dict]:
@@ -50,8 +62,15 @@ def write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int])
 def ping(webhook: Webhook) -> dict:
     """Write a webhook.ping event for one webhook, whatever it is subscribed to; return it with its delivery."""
     data = {"object": "webhook", "uuid": str(webhook.uuid)}
-    events, deliveries = _write(webhook.agency_id, PING, [data], [webhook.id])
+    sessions = {webhook.id} if webhook.listen_expires is not None else set()
+    events, deliveries = _write(webhook.agency_id, PING, [data], Subscribers([webhook.id], sessions))
     return {**events[0], "delivery": str(deliveries[0]["uuid"])}
+
+
+def trigger(agency_id: int, event: str, data: dict) -> tuple[dict, list[dict]]:
+    """Write one event to every live listen session and active webhook subscribed to it; return it and its deliveries."""
+    events, deliveries = _write(agency_id, event, [data], subscribers(agency_id, event))
+    return events[0], deliveries
 
 
 def _write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int]) -> tuple[list[dict], list[dict]]:
@@ -85,6 +104,11 @@ def _write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int]
         for event_id in ids
         for webhook_id in webhooks
     ]
-    if deliveries:
-        inserts.insert(Delivery, _DELIVERY, deliveries, copy=True)
+    sessions = webhooks.sessions if isinstance(webhooks, Subscribers) else set()
+    if sessions:
+        theirs = [{**row, "relayed": now, "next_attempt": None} for row in deliveries if row["webhook"] in sessions]
+        inserts.insert(Delivery, _SESSION_DELIVERY, theirs, copy=True)
+    sent = [row for row in deliveries if row["webhook"] not in sessions] if sessions else deliveries
+    if sent:
+        inserts.insert(Delivery, _DELIVERY, sent, copy=True)
     return [{"id": str(row["uuid"]), "event": event, "created": timestamp(now)} for row in rows], deliveries
