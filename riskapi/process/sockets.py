@@ -58,11 +58,13 @@ def run(host: str, port: int) -> None:
     except SettingsError:
         formats.setup("text")  # the app factory says what is wrong, in this format
     sock = reuse_port_socket(host, port)
-    sock.listen(BACKLOG)
     # log_config=None: uvicorn's lines keep the one format set above.
     config = uvicorn.Config(
         "riskapi.api.app:asgi", factory=True, log_level="warning", access_log=False, backlog=BACKLOG, log_config=None
     )
     config.load()  # the app, built here rather than in the server's loop: then set aside before the first request
     settle()
+    # Only now: a listening socket takes its share of the port's new connections at once, and a process
+    # (re)started while the others serve would hold its share unanswered for as long as the app takes to build.
+    sock.listen(BACKLOG)
     uvicorn.Server(config).run(sockets=[sock])
