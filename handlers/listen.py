@@ -66,5 +66,9 @@ def example(event_type: str) -> Any:
 
 
 def _delivery_row(delivery_id: int) -> dict:
-    query = Delivery.select(Delivery, Event.uuid.alias("event_uuid")).join(Event).where(Delivery.id == delivery_id)
+    query = (
+        Delivery.select(Delivery, Event.uuid.alias("event_uuid"), Event.body.alias("body"))
+        .join(Event)
+        .where(Delivery.id == delivery_id)
+    )
     return next(models.dicts(query))
