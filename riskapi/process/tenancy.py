@@ -4,6 +4,7 @@ import argparse
 import os
 import shlex
 import sys
+from typing import TypeAlias
 
 import models
 import spec
@@ -13,6 +14,9 @@ from riskapi.process.cli_common import agency_of, bind, emit, when
 
 # Where `python3 dev.py serve` listens by default (riskapi serve's --host and --port).
 DEFAULT_API_URL = "http://127.0.0.1:8000/api/v1"
+
+# What add_subparsers returns: the parser of a command's subcommands.
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def cmd_quickstart(args: argparse.Namespace, settings: Settings) -> None:
@@ -72,11 +76,7 @@ def cmd_risk_list(args: argparse.Namespace, settings: Settings) -> None:
             )
 
 
-def add_commands(
-    commands: "argparse._SubParsersAction[argparse.ArgumentParser]",
-    agency: "argparse._SubParsersAction[argparse.ArgumentParser]",
-    risk: "argparse._SubParsersAction[argparse.ArgumentParser]",
-) -> None:
+def add_commands(commands: Commands, agency: Commands, risk: Commands) -> None:
     """Add quickstart to the top-level commands, and list to `agency` and `risk`."""
     quickstart = commands.add_parser("quickstart", help=cmd_quickstart.__doc__, description=cmd_quickstart.__doc__)
     quickstart.add_argument("--name", default="Acme Insurance", help="the agency's name (default: %(default)s)")
@@ -84,7 +84,7 @@ def add_commands(
     quickstart.add_argument(
         "--api-url",
         default=os.environ.get("RISKAPI_API_URL") or DEFAULT_API_URL,
-        help="the API's base URL to export as API (default: RISKAPI_API_URL, or %(default)s)",
+        help=f"the API's base URL to export as API (default: RISKAPI_API_URL, else {DEFAULT_API_URL})",
     )
     quickstart.set_defaults(func=cmd_quickstart)
     agency.add_parser("list", help=cmd_agency_list.__doc__).set_defaults(func=cmd_agency_list)
