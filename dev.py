@@ -33,6 +33,15 @@ def tox_python() -> pathlib.Path:
     return python
 
 
+def installed() -> bool:
+    """Tell whether .tox/run was set up after the last change to what declares the package and its dependencies."""
+    info = RUN_ENV / ".tox-info.json"  # tox writes it when it makes the environment or changes its dependencies
+    if not info.exists():
+        return False
+    made = info.stat().st_mtime
+    return all((ROOT / name).stat().st_mtime < made for name in ("setup.cfg", "pyproject.toml"))
+
+
 def main(argv: list[str]) -> int:
     """Run tox for a command."""
     if not argv or argv[0] not in {"serve", "test", "riskapi"}:
@@ -50,6 +59,10 @@ def main(argv: list[str]) -> int:
     if argv[0] != "test" and not RUN_ENV.exists():
         # On stderr: a `riskapi` command's stdout stays its JSON alone.
         print(FIRST_RUN, file=sys.stderr, flush=True)
+    elif argv[0] != "test" and installed():
+        # The install is editable (a path entry to this folder): tox's rebuild of it would change nothing,
+        # and takes half of every command's start.
+        args = ["--skip-pkg-install", *args]
     return subprocess.call([str(tox_python()), "-m", "tox", "-c", str(ROOT / "tox.ini"), *args], cwd=ROOT)
 
 

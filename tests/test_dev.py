@@ -1,6 +1,7 @@
 """dev.py: `serve` and `riskapi` run in one tox environment with the runtime dependencies alone, and a first run says so."""
 
 import configparser
+import os
 import pathlib
 
 import pytest
@@ -53,3 +54,20 @@ def test_a_first_run_says_what_it_installs_on_stderr_and_a_later_one_says_nothin
     dev.main(["serve"])
     dev.main(["test"])
     assert capsys.readouterr().err == ""
+
+
+def test_a_later_run_skips_tox_rebuilding_the_editable_install_until_the_package_declaration_changes(
+    tox_calls, monkeypatch, tmp_path
+):
+    monkeypatch.setattr(dev, "ROOT", tmp_path)
+    for name in ("setup.cfg", "pyproject.toml", ".tox/run/.tox-info.json"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+        os.utime(tmp_path / name, (1000, 1000 if name != ".tox/run/.tox-info.json" else 2000))
+    dev.main(["riskapi", "agency", "list"])
+    os.utime(tmp_path / "setup.cfg", (3000, 3000))  # a pull changed the dependencies: tox installs them
+    dev.main(["riskapi", "agency", "list"])
+    assert tox_calls == [
+        ["--skip-pkg-install", "-qq", "-e", "run", "--", "agency", "list"],
+        ["-qq", "-e", "run", "--", "agency", "list"],
+    ]
