@@ -79,6 +79,8 @@ class Token(BaseModel):
 class Risk(PublicModel):
     """A commercial or personal risk profile of an agency."""
 
+    OBJECT = "risk"
+
     agency = peewee.ForeignKeyField(Agency, backref="risks", on_delete="CASCADE")
     type = peewee.CharField(max_length=16)
     name = peewee.CharField(max_length=255, null=True)

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 
 import httpx
 
@@ -45,6 +46,75 @@ def test_agency_token_risk_then_the_token_works(tmp_path):
         models.bind(os.environ["DATABASE_URL"])
 
 
+def lines(db_url, *args):
+    env = {**os.environ, "DATABASE_URL": db_url}
+    out = subprocess.run([sys.executable, "-m", "riskapi.process", *args], env=env, capture_output=True, text=True, check=True)
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def test_quickstart_exports_a_tenant_the_api_answers_for(tmp_path):
+    url = f"sqlite:///{tmp_path}/quick.db"
+    import models
+    from riskapi.api.app import create_app
+    from riskapi.config import Settings
+
+    try:
+        app = create_app(Settings(database_url=url, validate_responses=True))
+        with ServerThread(app, free_port()) as server:
+            # As the README and serve's greeting say: eval its lines; RISKAPI_API_URL is the API it exports.
+            script = f'eval "$({sys.executable} -m riskapi.process quickstart)" && printf "%s\\n" "$API" "$TOKEN" "$RISK" "$H"'
+            env = {**os.environ, "DATABASE_URL": url, "RISKAPI_API_URL": f"{server.url}/api/v1"}
+            done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=True)
+            api, token, risk, header = done.stdout.splitlines()
+            assert api == f"{server.url}/api/v1" and header == f"Authorization: Bearer {token}"
+            auth = {"Authorization": f"Bearer {token}"}
+            listed = httpx.get(f"{api}/risks", headers=auth).json()["data"]
+            assert [(r["uuid"], r["data"]) for r in listed] == [(risk, {"type": "commercial", "name": "Fleet"})]
+            assert httpx.get(f"{api}/risks/{risk}/data/drivers", headers=auth).status_code == 200
+    finally:
+        models.bind(os.environ["DATABASE_URL"])
+    (agency,) = lines(url, "agency", "list")
+    assert agency["name"] == "Acme Insurance"
+    assert lines(url, "token", "list", "--agency", agency["uuid"])[0]["prefix"] == token[:11]
+    flags = ["--name", "Beta", "--risk-name", "Vans", "--api-url", "http://127.0.0.1:9000/api/v1/"]
+    printed = subprocess.run(
+        [sys.executable, "-m", "riskapi.process", "quickstart", *flags],
+        env={**os.environ, "DATABASE_URL": url},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "export API=http://127.0.0.1:9000/api/v1\n" in printed and printed.startswith("# agency 'Beta'")
+
+
+def test_agency_list_and_risk_list_find_a_lost_uuid(tmp_path):
+    url = f"sqlite:///{tmp_path}/lists.db"
+    assert lines(url, "agency", "list") == []
+    first = run(url, "agency", "create", "--name", "First")
+    second = run(url, "agency", "create", "--name", "Second", "--webhook-limit", "2")
+    listed = lines(url, "agency", "list")
+    assert [(a["uuid"], a["name"], a["webhook_limit"]) for a in listed] == [
+        (first["uuid"], "First", 10),
+        (second["uuid"], "Second", 2),
+    ]
+    assert all(a["created"].endswith("+00:00") for a in listed)
+    home = run(url, "risk", "create", "--agency", first["uuid"], "--type", "personal", "--name", "Home")
+    fleet = run(url, "risk", "create", "--agency", first["uuid"], "--type", "commercial")
+    run(url, "risk", "create", "--agency", second["uuid"], "--type", "commercial", "--name", "Theirs")
+    risks = lines(url, "risk", "list", "--agency", first["uuid"])
+    assert [(r["uuid"], r["type"], r["name"], r["agency"]) for r in risks] == [
+        (home["uuid"], "personal", "Home", first["uuid"]),
+        (fleet["uuid"], "commercial", None, first["uuid"]),
+    ]
+    assert [r["uuid"] for r in lines(url, "risk", "list", "--agency", first["uuid"], "--type", "commercial")] == [fleet["uuid"]]
+    env = {**os.environ, "DATABASE_URL": url}
+    for agency, message in [("nope", "riskapi: agency 'nope' is not a UUID"), (str(uuid.uuid4()), "riskapi: no agency ")]:
+        done = subprocess.run(
+            [sys.executable, "-m", "riskapi.process", "risk", "list", "--agency", agency], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 1 and done.stdout == "" and done.stderr.startswith(message) and "Traceback" not in done.stderr
+
+
 def test_serve_says_where_it_listens_how_to_make_a_tenant_and_is_ready_with_its_embedded_redis(tmp_path):
     import os
     import signal
@@ -80,6 +150,7 @@ def test_serve_says_where_it_listens_how_to_make_a_tenant_and_is_ready_with_its_
     base = f"http://127.0.0.1:{port}/api/v1"
     assert lines[0] == f"riskapi: serving {base} (docs: {base}/docs/, spec: {base}/openapi.yaml)"
     assert lines[1] == "riskapi: no agency yet; make one, its token and a risk profile with"
+    assert f'  eval "$(python3 dev.py riskapi quickstart --api-url {base})"' in lines[2]  # its $API is this server
     assert 'python3 dev.py riskapi agency create --name "Acme Insurance"' in output
     assert "Warning" not in output and "Traceback" not in output, output
 

@@ -28,6 +28,7 @@ BASE = "https://riskapi.example.com/api/v1"
 STORY = {
     "healthz": "",
     "readyz": "",
+    "listRisks": "",
     "createPremises": "",
     "createBuildings": "",
     "createVehicles": "",

@@ -1,29 +1,24 @@
-"""The `riskapi` command: serve, worker, db upgrade/status, agency/token/risk creation, and listen/trigger."""
+"""The `riskapi` command: serve, worker, db upgrade/status, agency/token/risk creation (quickstart and lists:
+tenancy.py), and listen/trigger."""
 
 import argparse
-import datetime
-import json
 import os
 import sys
-import uuid
-from typing import Any
 
 import models
 import spec
-from models import migrations, timestamp, utcnow
+from models import migrations, utcnow
 from models.migrations import MigrationError
 from models.tenancy import Agency, Risk, Token
 from riskapi.config import Settings, SettingsError
 from riskapi.process import listen as listening
+from riskapi.process import tenancy
 
-
-def _print(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-
-
-def _db(settings: Settings) -> None:
-    models.bind(settings.database_url)
-    migrations.upgrade()
+# Shared with riskapi.process.tenancy; the short names stay, as every command here calls them.
+from riskapi.process.cli_common import agency_of as _agency
+from riskapi.process.cli_common import bind as _db
+from riskapi.process.cli_common import emit as _print
+from riskapi.process.cli_common import when as _when
 
 
 def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> None:
@@ -93,10 +88,6 @@ def cmd_token_revoke(args: argparse.Namespace, settings: Settings) -> None:
     _print({"prefix": found[0].prefix, "revoked": _when(now)})
 
 
-def _when(moment: datetime.datetime | None) -> str | None:
-    return timestamp(moment) if moment else None
-
-
 def _duration(text: str) -> float:
     """Parse `3600`, `90s`, `15m`, `12h` or `30d` into seconds."""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -117,17 +108,6 @@ def cmd_risk_create(args: argparse.Namespace, settings: Settings) -> None:
         agency = _agency(args.agency)
         risk = Risk.create(agency=agency, type=args.type, name=args.name)
     _print({"uuid": str(risk.uuid), "type": risk.type, "agency": str(agency.uuid), "name": risk.name})
-
-
-def _agency(value: str) -> Agency:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        sys.exit(f"riskapi: agency {value!r} is not a UUID")
-    agency = Agency.get_or_none(Agency.uuid == value)
-    if agency is None:
-        sys.exit(f"riskapi: no agency {value}")
-    return agency
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
@@ -227,6 +207,7 @@ def parser() -> argparse.ArgumentParser:
     trigger.add_argument("event", choices=spec.schema("EventName")["enum"], metavar="EVENT")
     _api_options(trigger)
     trigger.set_defaults(func=cmd_trigger)
+    tenancy.add_commands(sub, agency, risk)
     return top
 
 

@@ -31,6 +31,7 @@ from models.tenancy import Agency
 from riskapi.config import Settings
 from riskapi.observability import formats
 from riskapi.process import sockets as listener
+from riskapi.process.tenancy import DEFAULT_API_URL
 
 log = logging.getLogger("riskapi")
 
@@ -95,8 +96,12 @@ def _greet(host: str, port: int) -> None:
     with models.db.connection_context():
         empty = not Agency.select().exists()
     if empty:
+        # Any URL but quickstart's default is passed on, so that the $API it exports is this one.
+        url = "" if base == DEFAULT_API_URL else f" --api-url {base}"
         print(
             "riskapi: no agency yet; make one, its token and a risk profile with\n"
+            f'  eval "$(python3 dev.py riskapi quickstart{url})"   # exports API, TOKEN, RISK and H\n'
+            "or step by step:\n"
             '  python3 dev.py riskapi agency create --name "Acme Insurance"\n'
             "  python3 dev.py riskapi token create --agency AGENCY_UUID\n"
             "  python3 dev.py riskapi risk create --agency AGENCY_UUID --type commercial",

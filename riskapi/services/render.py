@@ -9,11 +9,12 @@ import peewee
 import models
 import spec
 from models.risk_data import KINDS, InRisk, RiskObject
+from models.tenancy import Risk
 from models.webhooks import Delivery, Event, Webhook
 from riskapi.services.json_values import Convert, converter, identifier, plain, value
 
 # The models rendered in the envelope: each names its `object`.
-Model = type[InRisk] | type[Webhook] | type[Delivery] | type[Event]
+Model = type[InRisk] | type[Webhook] | type[Delivery] | type[Event] | type[Risk]
 
 
 def _properties(schema_name: str, part: str) -> tuple[str, ...]:
