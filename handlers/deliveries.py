@@ -1,6 +1,5 @@
 """A webhook's delivery log, and sending one delivery again."""
 
-import uuid
 from typing import Any
 
 import flask
@@ -76,11 +75,7 @@ def list_deliveries(
 
 def _delivery_of(hook: Webhook, delivery: str) -> Delivery:
     """Return the webhook's delivery; another webhook's answers 404 like a missing one."""
-    try:
-        uuid.UUID(delivery)
-    except ValueError:
-        raise ApiError(404, "Delivery not found.") from None
-    found = Delivery.get_or_none((Delivery.uuid == delivery) & (Delivery.webhook == hook.id))
+    found = Delivery.of_webhook(hook.id, delivery)
     if found is None:
         raise ApiError(404, "Delivery not found.")
     return found

@@ -1,5 +1,6 @@
 """Webhook subscriptions, the events that feed them, and their deliveries with every attempt."""
 
+import uuid
 from collections.abc import Iterable
 from typing import Self
 
@@ -112,6 +113,15 @@ class Delivery(BaseModel):
             (("webhook", "created"), False),
             (("status", "next_attempt"), False),
         )
+
+    @classmethod
+    def of_webhook(cls, webhook_id: int, delivery_uuid: str) -> "Delivery | None":
+        """Return a webhook's delivery by its uuid; None when it has none (a malformed uuid included)."""
+        try:
+            uuid.UUID(delivery_uuid)
+        except ValueError:
+            return None
+        return cls.get_or_none((cls.uuid == delivery_uuid) & (cls.webhook == webhook_id))
 
     @staticmethod
     def shown_status(stored: str, tries: int) -> str:

@@ -22,7 +22,7 @@ from models.webhooks import Webhook
 from riskapi.webhooks import signing
 from tests.support import make_webhook
 from toolkit import ROOT
-from toolkit.serving import answers, free_port, wait_until
+from toolkit.serving import answers, free_port, stop_serve, wait_until
 from toolkit.tenants import Tenant, items
 
 
@@ -261,12 +261,7 @@ def test_listen_works_with_serve_workers_2(tmp_path, local_receiver):
             cli, secret, session = listen_through(api_url, tenant, client, local_receiver)
             check_forwarded(local_receiver, secret, session, tenant, client, cli)
     finally:
-        serve.send_signal(signal.SIGTERM)
-        try:
-            serve.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(serve.pid, signal.SIGKILL)
-            serve.wait()
+        stop_serve(serve)
 
 
 def test_serve_stopping_ends_the_stream_it_holds(tmp_path, local_receiver):

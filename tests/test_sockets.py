@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from riskapi.process.sockets import reuse_port_socket
-from toolkit.serving import answers, free_port, wait_until
+from toolkit.serving import answers, free_port, stop_serve, wait_until
 
 
 @pytest.fixture
@@ -26,13 +26,7 @@ def serve(tmp_path):
         assert wait_until(lambda: len(api_processes(process)) == 2 and answers(f"http://127.0.0.1:{port}/api/v1"), timeout=60)
         yield process, port
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        stop_serve(process)
 
 
 def api_processes(serve: subprocess.Popen) -> list[psutil.Process]:

@@ -14,7 +14,6 @@ import dataclasses
 import json
 import os
 import re
-import signal
 import subprocess
 import threading
 import time
@@ -26,7 +25,7 @@ import psycopg2
 from riskapi.webhooks.signing import verify
 from toolkit.postgres import OwnPostgres
 from toolkit.receiver import Receiver
-from toolkit.serving import free_port, wait_until
+from toolkit.serving import free_port, stop_serve, wait_until
 
 # One line format for every process (riskapi.observability.formats): time, logger, then the rest; or JSON.
 LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \S+ \S.*|\{.*\})$")
@@ -141,7 +140,7 @@ def run(plan: Plan, log: Path) -> Figures:
             return _count(plan, database.url, receiver, secret, log, up_at, answers)
         finally:
             if serve is not None:
-                _stop(serve)
+                stop_serve(serve)
             database.close()
 
 
@@ -217,13 +216,3 @@ def _count(plan: Plan, url: str, receiver: Receiver, secret: str, log: Path, up_
         other_formats=[line for line in lines if not LINE.match(line) and not line.startswith("riskapi:")][:20],
         unsettled=unsettled,
     )
-
-
-def _stop(serve: subprocess.Popen) -> None:
-    """Stop serve as a service manager does (it stops its children in order); kill its group if it hangs."""
-    serve.send_signal(signal.SIGTERM)
-    try:
-        serve.wait(30)
-    except subprocess.TimeoutExpired:
-        os.killpg(serve.pid, signal.SIGKILL)
-        serve.wait()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
 import threading
 import time
 
@@ -28,6 +31,18 @@ def wait_until(predicate, timeout: float = 30.0, interval: float = 0.05):
         if value or time.monotonic() > deadline:
             return value
         time.sleep(interval)
+
+
+def stop_serve(serve: subprocess.Popen) -> None:
+    """Stop `riskapi serve` as a service manager does (it stops its children in order); kill its group if it hangs."""
+    if serve.poll() is not None:
+        return
+    serve.send_signal(signal.SIGTERM)
+    try:
+        serve.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(serve.pid, signal.SIGKILL)
+        serve.wait()
 
 
 def answers(api_url: str) -> bool:

@@ -112,11 +112,7 @@ def take(session: Webhook) -> list[dict]:
 def record(session: Webhook, delivery_uuid: str, report: dict) -> int:
     """Record the local answer to a forwarded delivery as its attempt, and settle it; return the delivery's id."""
     status, error, duration_ms = report.get("status"), report.get("error"), report["duration_ms"]
-    try:
-        uuid.UUID(delivery_uuid)
-    except ValueError:
-        raise ApiError(404, "Delivery not found.") from None
-    found = Delivery.get_or_none((Delivery.uuid == delivery_uuid) & (Delivery.webhook == session.id))
+    found = Delivery.of_webhook(session.id, delivery_uuid)
     if found is None:
         raise ApiError(404, "Delivery not found.")
     now = utcnow()
