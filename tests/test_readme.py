@@ -2,7 +2,8 @@
 
 Each `sh` block with a curl or `riskapi` line is cut into commands and run by bash, in order, against
 the served app: curl as written (only `-w` appended, for the status), the command line as
-`python -m riskapi.process` (what `python3 dev.py riskapi` runs, minus tox). A name in capitals
+`python -m riskapi.process` (what `python3 dev.py riskapi` runs, minus tox), the quick start's
+`eval "$(... quickstart ...)"` read as the names it exports. A name in capitals
 (`RISK`, `DRIVER_UUID`...) is replaced by the uuid an earlier answer gave. Each answer must be the
 documented success status of its operation, in JSON, and match the answer the README shows under it.
 """
@@ -30,6 +31,9 @@ CLI = "python3 dev.py riskapi"
 HOST = "http://127.0.0.1:8000"
 # curl as written, plus its status on a last line of its own.
 PRELUDE = "curl() { command curl -w '\\n%{http_code}' \"$@\"; }\n"
+QUICKSTART = re.compile(r'eval "\$\((' + re.escape(CLI) + r' quickstart[^|)]*?)(?: \| tee \S+)?\)"')
+# What a new risk profile's story names afresh: its first driver, address, vehicle...
+RISK_DATA = ("DRIVER_UUID", "ADDRESS_UUID", "VEHICLE_UUID", "PREMISE_UUID", "BUILDING_UUID", "UUID1", "UUID2")
 PLACEHOLDER = re.compile(r"(?<![$\w])([A-Z][A-Z0-9]*(?:_UUID)?|UUID\d|rk_\.\.\.)(?![\w])")
 
 
@@ -65,7 +69,11 @@ def readme_commands() -> list[tuple[str, str | None]]:
         text = handle.read()
     found = []
     for block in blocks(text, "sh"):
-        runnable = [c for c in commands(block) if c[0].startswith(("curl ", CLI + " agency", CLI + " token", CLI + " risk"))]
+        runnable = [
+            c
+            for c in commands(block)
+            if c[0].startswith(("curl ", CLI + " agency", CLI + " token", CLI + " risk")) or QUICKSTART.match(c[0])
+        ]
         found.extend(runnable)
     return found
 
@@ -105,6 +113,8 @@ def learn(op_id: str | None, answer, values: dict) -> None:
             values["rk_..."] = answer["token"]
         elif "type" in answer:
             values["RISK"] = answer["uuid"]
+            for name in RISK_DATA:  # the examples after it start again on this risk profile
+                values.pop(name, None)
         else:
             values["AGENCY"] = answer["uuid"]
         return
@@ -154,6 +164,19 @@ def test_the_readme_commands_run_and_answer_as_shown(server, settings):
     values: dict[str, str] = {}
     keys: set[str] = set()  # the Idempotency-Keys already sent
     for command, shown in found:
+        quickstart = QUICKSTART.match(command)
+        if quickstart:  # the export lines it prints, as eval would set them
+            exported = dict(
+                shlex.split(line.removeprefix("export "))[0].split("=", 1)
+                for line in run(quickstart.group(1), values, env).splitlines()
+                if line.startswith("export ")
+            )
+            assert set(exported) == {"API", "AGENCY", "TOKEN", "RISK", "H"}, exported
+            assert exported["H"] == f"Authorization: Bearer {exported['TOKEN']}"
+            values.update({"AGENCY": exported["AGENCY"], "rk_...": exported["TOKEN"], "RISK": exported["RISK"]})
+            with models.db.connection_context():
+                CREATED_AGENCIES.append(Agency.get(Agency.uuid == exported["AGENCY"]).id)
+            continue
         if command.startswith(CLI):
             answers = [json.loads(line) for line in run(command, values, env).splitlines()]
             answer = answers[-1]

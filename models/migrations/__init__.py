@@ -8,7 +8,7 @@ of this project's models emits a migration that fails (drop of that index), and 
 migrations only from a directory of files it execs, not from a package.
 
 A migration and its version row commit in one transaction, so a migration that fails leaves the
-schema as it was (PostgreSQL and SQLite both have transactional DDL; see README "Migrations").
+schema as it was (PostgreSQL and SQLite both have transactional DDL; see docs/operations.md, "Migrations").
 A migration therefore cannot use statements that refuse a transaction (CREATE INDEX CONCURRENTLY,
 VACUUM). Hosts that start at once serialise on an advisory lock (PostgreSQL) or SQLite's write
 lock, and whoever comes second finds the version applied and skips it.

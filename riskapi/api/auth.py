@@ -8,7 +8,7 @@ from models import live_connection, utcnow
 from models.tenancy import Token
 
 # A short in-process cache saves a query per request. It bounds how long a revoked token still
-# works on a host that saw it just before: TTL seconds, on every host (documented in the README).
+# works on a host that saw it just before: TTL seconds, on every host (documented in docs/operations.md, "Tokens").
 TTL = 5.0
 # last_used is written at most this often per token and process: a write per request would cost more than the request.
 TOUCH_EVERY = 60.0
