@@ -83,7 +83,7 @@ def _delivery_of(hook: Webhook, delivery: str) -> Delivery:
 
 def get_delivery(agency_id: int, webhook: str, delivery: str) -> flask.Response:
     """Answer one delivery of a webhook with every attempt."""
-    hook = webhook_of(agency_id, webhook)
+    hook = webhook_of(agency_id, webhook, sessions=True)  # a listen session's log reads like a webhook's
     found = _delivery_of(hook, delivery)
     with models.snapshot():  # the delivery's state and its attempts as of one moment
         row = _select().where(Delivery.id == found.id).dicts().get()

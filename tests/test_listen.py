@@ -66,6 +66,8 @@ def test_a_triggered_event_is_streamed_signed_then_its_report_is_the_attempt_in_
     assert [(d["uuid"], d["data"]["status"], [a["status"] for a in d["data"]["attempts"]]) for d in log] == [
         (made["delivery"], "succeeded", [204])
     ]
+    one = client.get(f"/webhooks/{session['uuid']}/deliveries/{made['delivery']}", headers=tenant.headers)
+    assert one.status_code == 200 and one.json()["data"] == log[0], one.text
 
 
 def test_a_session_is_not_a_webhook_of_the_plan_nor_of_the_list(client, tenant):
