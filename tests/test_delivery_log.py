@@ -59,7 +59,7 @@ def test_a_delivery_is_pending_then_failing_while_a_retry_is_due_then_failed(cli
     assert statuses(client, tenant, hook, **{"filter[status]": "pending"}) == ["pending"]
     assert statuses(client, tenant, hook, **{"filter[status]": "failing,failed"}) == []
 
-    start_worker(retry_delays="2,2")
+    start_worker(retry_delays="5,5")  # two 5-s windows in which a look must see it failing: roomy on a busy machine
     seen = []
 
     def retried() -> bool:
