@@ -122,11 +122,12 @@ def main(argv=None) -> int:
             if args.receiver_delay:
                 receiver.responses = lambda request: Reply(200, delay=args.receiver_delay)
             tenant = make_tenant(webhook_limit=100)
+            from models import delivery_states, utcnow
             from models.webhooks import PENDING, Delivery, Webhook, pack_events
 
             with models.db.connection_context():
                 # Deliveries of other runs must not compete for this worker.
-                Delivery.update(status="failed").where(Delivery.status == PENDING).execute()
+                delivery_states.abandon(Delivery.status == PENDING, utcnow())
                 hook = Webhook.create(
                     agency=tenant.agency.id, type="custom", url=receiver.url, secret=signing.generate_secret(),
                     events=pack_events(["form.completed"]),

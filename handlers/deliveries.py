@@ -9,7 +9,7 @@ import peewee
 import models
 from handlers import common
 from handlers.webhooks import webhook_of
-from models import timestamp
+from models import delivery_states, timestamp
 from models.webhooks import FAILED, PENDING, Attempt, Delivery, Event, Webhook
 from riskapi.exceptions import ApiError
 from riskapi.services import bulk_write, list_query
@@ -98,7 +98,7 @@ def redeliver(agency_id: int, webhook: str, delivery: str) -> flask.Response:
         found = _delivery_of(hook, delivery)
         if hook.disabled is not None:
             raise ApiError(409, "The webhook is disabled; re-enable it first.")
-        Delivery.requeue(Delivery.id == found.id)
+        delivery_states.requeue(Delivery.id == found.id)
         row = _select().where(Delivery.id == found.id).dicts().get()
         attempts = _attempts([found.id])[found.id]
     return common.respond(202, {"data": render(row, attempts)})
@@ -121,7 +121,7 @@ def recover_deliveries(agency_id: int, webhook: str) -> flask.Response:
         window = (Delivery.webhook == hook.id) & (Delivery.status == FAILED) & (Delivery.created >= since)
         if until is not None:
             window &= Delivery.created < until
-        count = Delivery.requeue(window)
+        count = delivery_states.requeue(window)
     recovery = {
         "object": "recovery",
         "webhook": str(hook.uuid),

@@ -5,37 +5,27 @@ the relay's rescue leaves it alone. Only the job of the delivery's current `gene
 (the relay bumps it at every hand-over to RQ, so a superseded or duplicated job does nothing), and a
 delivery that is no longer pending is left alone: running a job twice is harmless. Claims of
 deliveries waiting in a line are renewed before they lapse (`tend`); a process that stops lets go of
-its waiting claims at once (`hand_back`), or, if it dies, lets them lapse.
+its waiting claims at once (`hand_back`), or, if it dies, lets them lapse. The writes are
+models.delivery_states's.
 
-The worker hands its engine to the jobs (jobs.rq_internals.EngineJob). Without one (a test, a plain
-`rq worker`) the job makes the attempt itself: claim, send, record; a failed attempt raises
-AttemptFailed for RQ's Retry (a lone job), or gets a retry job of its own (in a batch).
+The worker hands its engine to the jobs (jobs.rq_internals.EngineJob); only `riskapi worker` runs them.
 """
 
 from __future__ import annotations
 
 import datetime
-import functools
 import logging
 import time
 from typing import Protocol
 
-import peewee
-from rq import get_current_job
-
 import models
-from jobs import queue as jobs_queue
-from jobs import send
 from jobs.outages import DATABASE_ERRORS, reconnecting
-from jobs.outcomes import AttemptFailed, record, schedule
 from jobs.rq_internals import engine_job
-from models import utcnow
-from models.webhooks import FAILED, PENDING, Delivery, Event, Webhook
+from models import delivery_states, utcnow
+from models.webhooks import PENDING, Delivery, Event, Webhook
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.delivery")
-
-_CHUNK = 500
 
 
 class Lines(Protocol):
@@ -46,17 +36,15 @@ class Lines(Protocol):
     def line_up(self, entries: list[tuple]) -> None: ...
 
 
-@functools.lru_cache(maxsize=1)
-def worker_settings() -> Settings:
-    """Return the worker process's settings (read once)."""
-    return Settings.from_env()
+class NoEngine(RuntimeError):
+    """A delivery job run by a worker with no engine (a plain `rq worker`): only `riskapi worker` runs them."""
 
 
 @engine_job
 def take(delivery_id: int, generation: int, engine: Lines | None = None) -> str:
-    """RQ entry point: claim one delivery and put it in its webhook's line (or, with no engine, attempt it here)."""
+    """RQ entry point: claim one delivery and put it in its webhook's line."""
     if engine is None:
-        return attempt(delivery_id, generation, worker_settings())
+        raise NoEngine("delivery jobs run in `riskapi worker`, which hands them its engine")
     claimed = reconnecting(claim, delivery_id, generation, engine.settings, False)
     if isinstance(claimed, str):
         return claimed
@@ -76,46 +64,16 @@ def take_batch(deliveries: list, engine: Lines | None = None) -> str:
     The plainly claimable are claimed in two queries (a burst of one receiver's deliveries comes in at
     this rate, and a webhook's new delivery queues behind it in RQ); anything unusual goes one by one.
     """
+    if engine is None:
+        raise NoEngine("delivery jobs run in `riskapi worker`, which hands them its engine")
     models.db.connect(reuse_if_open=True)
     wanted = dict(tuple(pair) for pair in deliveries)
-    if engine is None:
-        outcomes = _attempt_each(wanted)
-    else:
-        claimed, rest = reconnecting(claim_batch, wanted, engine.settings)
-        outcomes = [take(delivery_id, wanted[delivery_id], engine) for delivery_id in rest]
-        engine.line_up([(delivery, delivery.webhook, delivery.generation, 0.0) for delivery in claimed])
-        outcomes += ["in flight"] * len(claimed)
+    claimed, rest = reconnecting(claim_batch, wanted, engine.settings)
+    outcomes = [take(delivery_id, wanted[delivery_id], engine) for delivery_id in rest]
+    engine.line_up([(delivery, delivery.webhook, delivery.generation, 0.0) for delivery in claimed])
+    outcomes += ["in flight"] * len(claimed)
     counts = {outcome: outcomes.count(outcome) for outcome in outcomes}
     return ", ".join(f"{count} {outcome}" for outcome, count in sorted(counts.items()))
-
-
-def attempt(delivery_id: int, generation: int, settings: Settings) -> str:
-    """Make one attempt of a delivery here, if it is still this job's to make; return what happened."""
-    claimed = reconnecting(claim, delivery_id, generation, settings)
-    if isinstance(claimed, str):
-        return claimed
-    delivery, webhook, started = claimed
-    result = send.send(delivery, webhook, settings, None, utcnow())
-    # After a broken connection the whole transaction is written again: the attempt made is not lost.
-    return reconnecting(record, delivery, generation, webhook, started, result, settings)
-
-
-def _attempt_each(wanted: dict) -> list[str]:
-    """Attempt a batch's deliveries in turn here; a failed one gets a retry job of its own."""
-    settings, job = worker_settings(), get_current_job()
-    target = jobs_queue.retries(job.connection, settings.webhook_queue) if job is not None else None
-    outcomes = []
-    for delivery_id, generation in wanted.items():
-        try:
-            outcomes.append(attempt(delivery_id, generation, settings))
-        except AttemptFailed as failed:
-            schedule(target, delivery_id, generation, failed, settings)
-            outcomes.append("retry")
-        except (peewee.OperationalError, peewee.InterfaceError):
-            # A broken connection: the next job opens a new one; the rest of the batch is rescued.
-            models.db.close()
-            raise
-    return outcomes
 
 
 def lease_for(settings: Settings) -> datetime.timedelta:
@@ -147,7 +105,7 @@ def claim(
             return "done"
         webhook = delivery.webhook
         if webhook.disabled is not None:
-            finish(delivery, generation, FAILED)
+            delivery_states.fail_unattempted([(delivery.id, generation)])
             return "webhook disabled"
         # RQ stores scheduled times in whole seconds and may run a retry up to a second early:
         # wait for the due time, then read everything again (the url or secret may have changed).
@@ -156,9 +114,7 @@ def claim(
             break
         time.sleep(early)
     now = utcnow()
-    mine = (Delivery.id == delivery_id) & (Delivery.generation == generation) & (Delivery.status == PENDING)
-    free = Delivery.locked_until.is_null() | (Delivery.locked_until < now)
-    if not Delivery.update(locked_until=now + lease_for(settings), updated=now).where(mine & free).execute():
+    if not delivery_states.claim(delivery_id, generation, now, now + lease_for(settings)):
         return "busy"
     return delivery, webhook, now
 
@@ -174,62 +130,26 @@ def claim_batch(wanted: dict, settings: Settings) -> tuple[list, list[int]]:
         and (row.locked_until is None or row.locked_until < now)
         and (row.next_attempt is None or row.next_attempt <= now)
     ]  # fmt: skip
-    lease = now + lease_for(settings)
     if plain:
-        with models.atomic():
-            free = Delivery.locked_until.is_null() | (Delivery.locked_until < now)
-            pairs = peewee.Tuple(Delivery.id, Delivery.generation).in_([(row.id, row.generation) for row in plain])
-            ids = Delivery.id.in_([row.id for row in plain])
-            got = (
-                Delivery.update(locked_until=lease, updated=now)
-                .where(ids & (Delivery.status == PENDING) & free & pairs)
-                .execute()
-            )
-            if got < len(plain):  # someone else's claim in between: keep only ours
-                ours = {i for (i,) in models.tuples(Delivery.select(Delivery.id).where(ids & (Delivery.locked_until == lease)))}
-                plain = [row for row in plain if row.id in ours]
+        ours = delivery_states.claim_many([(row.id, row.generation) for row in plain], now, now + lease_for(settings))
+        if ours is not None:  # someone else's claim in between: keep only ours
+            plain = [row for row in plain if row.id in ours]
     taken = {row.id for row in plain}
     return plain, [delivery_id for delivery_id in wanted if delivery_id not in taken]
 
 
-def finish(delivery: Delivery, generation: int, status: str) -> None:
-    """Settle a pending delivery unattempted (its webhook was disabled)."""
-    now = utcnow()
-    Delivery.update(status=status, next_attempt=None, locked_until=None, updated=now).where(
-        (Delivery.id == delivery.id) & (Delivery.generation == generation) & (Delivery.status == PENDING)
-    ).execute()
-
-
-def finish_all(items: list, status: str) -> None:
-    """Settle the pending deliveries of waiting items (each with .delivery, .generation) unattempted, in one transaction."""
-    if not items:
-        return
-    now = utcnow()
-    with models.atomic():
-        for start in range(0, len(items), _CHUNK):
-            chunk = _pairs(items[start : start + _CHUNK]) & (Delivery.status == PENDING)
-            Delivery.update(status=status, next_attempt=None, locked_until=None, updated=now).where(chunk).execute()
-
-
-def _pairs(items: list) -> peewee.Expression:
-    return peewee.Tuple(Delivery.id, Delivery.generation).in_([(item.delivery.id, item.generation) for item in items])
+def _pairs(items: list) -> list[tuple[int, int]]:
+    return [(item.delivery.id, item.generation) for item in items]
 
 
 def renew(items: list, settings: Settings) -> list:
     """Extend the claims of waiting items (each with .delivery, .generation, .lease); return those no
     longer this process's to attempt. Each renewed item's .lease (monotonic) is moved on."""
-    lost: list = []
-    for start in range(0, len(items), _CHUNK):
-        chunk = items[start : start + _CHUNK]
-        began = time.monotonic()
-        pairs, mine = _pairs(chunk), (Delivery.status == PENDING) & Delivery.locked_until.is_null(False)
-        renewed = Delivery.update(locked_until=utcnow() + lease_for(settings)).where(pairs & mine).execute()
-        if renewed < len(chunk):
-            still = {row for (row,) in models.tuples(Delivery.select(Delivery.id).where(pairs & mine))}
-            lost += [item for item in chunk if item.delivery.id not in still]
-        for item in chunk:
-            item.lease = began + lease_for(settings).total_seconds()
-    return lost
+    began = time.monotonic()
+    lost = delivery_states.renew(_pairs(items), utcnow() + lease_for(settings))
+    for item in items:
+        item.lease = began + lease_for(settings).total_seconds()
+    return [item for item in items if item.delivery.id in lost]
 
 
 def tend(waiting: dict, unrecorded: list, renewing: bool, soon: float, settings: Settings) -> tuple[dict, set]:
@@ -241,7 +161,8 @@ def tend(waiting: dict, unrecorded: list, renewing: bool, soon: float, settings:
     gone = [item for webhook_id, items in waiting.items() if webhook_id not in hooks for item in items]
     disabled = [item for webhook_id, items in waiting.items() if hooks.get(webhook_id) and hooks[webhook_id].disabled
                 for item in items]  # fmt: skip
-    finish_all(disabled, FAILED)  # as a claim of a disabled webhook's delivery does
+    if disabled:  # as a claim of a disabled webhook's delivery does
+        delivery_states.fail_unattempted(_pairs(disabled))
     lapsing = list(unrecorded)
     if renewing:
         # Only claims that would lapse before the next renewal but one: fewer writes for a long line.
@@ -256,24 +177,19 @@ def hand_back(items: list) -> None:
     """Let go of claims at once, so any relay hands these deliveries to a worker still running."""
     try:
         with models.db.connection_context():
-            for start in range(0, len(items), _CHUNK):
-                chunk = items[start : start + _CHUNK]
-                Delivery.update(relayed=None, locked_until=None).where(_pairs(chunk) & (Delivery.status == PENDING)).execute()
+            delivery_states.hand_back(_pairs(items))
     except DATABASE_ERRORS as exc:
         log.warning("could not hand back %d waiting deliveries (%s): their claims will expire", len(items), exc)
 
 
 __all__ = [
-    "attempt",
+    "NoEngine",
     "claim",
     "claim_batch",
-    "finish",
-    "finish_all",
     "hand_back",
     "lease_for",
     "renew",
     "take",
     "take_batch",
     "tend",
-    "worker_settings",
 ]

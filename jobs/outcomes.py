@@ -1,15 +1,15 @@
 """Outcomes: what an attempt came to, written in one transaction, then retry or give up.
 
 `write` records one attempt: its row in the attempt log, the delivery's next state as `decide` says
-(settled, or pending with its next attempt) and the webhook's health (`settle_webhook`: its failure
-count; disabled after too many, or at once on Zapier's 410); only the job of the delivery's current
-generation changes the delivery. `decide` is pure: from the result, the webhook's type, the attempts
-made and the retry delays, it says whether the delivery succeeded, waits for another attempt (how long:
-`next_delay`, which honours a receiver's Retry-After within bounds) or failed for good; the budget is
-the delivery row's `tries` against RISKAPI_WEBHOOK_RETRY_DELAYS. Once committed (`conclude`), the
-attempt is counted and logged, and a due retry raises AttemptFailed, for `schedule` to give it the RQ
-job that will make it, under a deterministic id (jobs.queue.retry_id). A worker's recorder thread
-(jobs.recorder) calls these; a lone job calls `record`.
+(settled, or pending with its next attempt; models.delivery_states writes it) and the webhook's health
+(`settle_webhook`: its failure count; disabled after too many, or at once on Zapier's 410); only the job
+of the delivery's current generation changes the delivery. `decide` is pure: from the result, the
+webhook's type, the attempts made and the retry delays, it says whether the delivery succeeded, waits
+for another attempt (how long: `next_delay`, which honours a receiver's Retry-After within bounds) or
+failed for good; the budget is the delivery row's `tries` against RISKAPI_WEBHOOK_RETRY_DELAYS. Once
+committed (`conclude`), the attempt is counted and logged, and a due retry raises AttemptFailed, for
+`schedule` to give it the RQ job that will make it, under a deterministic id (jobs.queue.retry_id). A
+worker's recorder thread (jobs.recorder) calls these.
 """
 
 from __future__ import annotations
@@ -21,14 +21,13 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import orjson
-import peewee
 import redis
 from rq import Queue
 
 import models
 from jobs import queue as jobs_queue
 from jobs.https.transport import Result
-from models import inserts, utcnow
+from models import delivery_states, inserts, utcnow
 from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Webhook
 from riskapi.config import Settings
 from riskapi.observability import metrics
@@ -203,7 +202,7 @@ def write(
     Attempt.insert(delivery=delivery.id, **entry).execute()
     decision = decide(result, webhook.type, tries, list(settings.webhook_retry_delays))
     next_attempt = None if decision.wait is None else now + datetime.timedelta(seconds=decision.wait)
-    changed = _settle_delivery(delivery, generation, decision, tries, next_attempt, next_job, now)
+    changed = delivery_states.settle(delivery.id, generation, decision.status, tries, next_attempt, next_job, now)
     if changed:
         settle_webhook(webhook, decision.outcome, settings, now)
         announce(delivery, webhook, result, decision)
@@ -234,7 +233,7 @@ def write_all(attempts: list[Attempted], settings: Settings) -> list[Written]:
             done, next_attempt = int(delivery.id in changed), None
         else:
             next_attempt = None if decision.wait is None else now + datetime.timedelta(seconds=decision.wait)
-            done = _settle_delivery(delivery, generation, decision, tries, next_attempt, next_job, now)
+            done = delivery_states.settle(delivery.id, generation, decision.status, tries, next_attempt, next_job, now)
         if done and not (decision.outcome == "succeeded" and webhook.id in cleared):
             settle_webhook(webhook, decision.outcome, settings, now)
             (cleared.add if decision.outcome == "succeeded" else cleared.discard)(webhook.id)
@@ -244,7 +243,6 @@ def write_all(attempts: list[Attempted], settings: Settings) -> list[Written]:
     return written
 
 
-_ROWS = 200  # rows per statement: within SQLite's and PostgreSQL's limits on bound parameters
 _ATTEMPT = ("delivery", "at", "status", "error", "duration_ms", "request_headers", "response")
 
 
@@ -254,35 +252,7 @@ def _succeeded(attempts: list[Attempted], decisions: list[Decision], now: dateti
     for (delivery, generation, *_), decision in zip(attempts, decisions, strict=True):
         if decision.status == SUCCEEDED:
             by_tries.setdefault(delivery.tries + 1, []).append((delivery.id, generation))
-    changed: set[int] = set()
-    for tries, pairs in by_tries.items():
-        for start in range(0, len(pairs), _ROWS):
-            chunk = pairs[start : start + _ROWS]
-            mine = peewee.Tuple(Delivery.id, Delivery.generation).in_(chunk)
-            fields = {"status": SUCCEEDED, "tries": tries, "next_attempt": None, "locked_until": None, "batch": None}
-            count = Delivery.update(**fields, updated=now).where(mine).execute()
-            if count == len(chunk):
-                changed.update(delivery_id for delivery_id, _ in chunk)
-            else:  # some superseded: the generation guard is all that decided, and a generation only grows
-                changed.update(row for (row,) in models.tuples(Delivery.select(Delivery.id).where(mine)))
-    return changed
-
-
-def _settle_delivery(
-    delivery: Delivery,
-    generation: int,
-    decision: Decision,
-    tries: int,
-    next_attempt: datetime.datetime | None,
-    next_job: str | None,
-    now: datetime.datetime,
-) -> int:
-    """Write a delivery's next state after an attempt, guarded by its generation; return the rows changed."""
-    pending = decision.status == PENDING
-    # batch=None: whatever comes next is the delivery's own job (see jobs.queue), unless named.
-    fields = {"status": decision.status, "tries": tries, "next_attempt": next_attempt, "locked_until": None}
-    update = Delivery.update(**fields, batch=next_job if pending else None, updated=now)
-    return update.where((Delivery.id == delivery.id) & (Delivery.generation == generation)).execute()
+    return delivery_states.succeed_many(by_tries, now) if by_tries else set()
 
 
 def conclude(

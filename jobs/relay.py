@@ -37,7 +37,7 @@ import models
 from jobs import queue as jobs_queue
 from jobs import retention
 from jobs.outages import DATABASE_ERRORS, RESCUE_GRACE, Backoff, Outage
-from models import utcnow
+from models import delivery_states, utcnow
 from models.webhooks import PENDING, Delivery
 from riskapi.config import Settings
 from riskapi.webhooks import wakeups as wake
@@ -99,17 +99,16 @@ class Relay:
             items = [(delivery_id, uuid, generation + 1, tries, hook) for delivery_id, uuid, generation, tries, hook in rows]
             first, rest, self.bursting = jobs_queue.lanes(items, bursting=self.bursting)
             planned, bulk = jobs_queue.plan(first), jobs_queue.plan(rest, jobs_queue.BULK_BATCH_SIZE)
-            Delivery.update(relayed=now, generation=Delivery.generation + 1, batch=None).where(Delivery.id.in_(ids)).execute()
-            for name, group in planned + bulk:
-                if name is not None:  # what rescue must look up for these deliveries
-                    Delivery.update(batch=name).where(Delivery.id.in_([d[0] for d in group])).execute()
+            # The batch named is what rescue must look up for these deliveries.
+            named = [(name, [d[0] for d in group]) for name, group in planned + bulk if name is not None]
+            delivery_states.relay(ids, named, now)
         try:
             delays, timeout = self.settings.webhook_retry_delays, self.settings.webhook_timeout
             jobs_queue.enqueue(self.queue, planned, delays, timeout)
             jobs_queue.enqueue(self.bulk, bulk, delays, timeout)
         except (redis.RedisError, OSError):
             # Nothing is lost: the rows wait for the next pass (a job that did get through is superseded).
-            Delivery.update(relayed=None).where(Delivery.id.in_(ids) & (Delivery.relayed == now)).execute()
+            delivery_states.unrelay(ids, now)
             raise
         return len(rows)
 
@@ -146,15 +145,8 @@ class Relay:
         lost = self._lost(rows, cutoff) if rows else []
         if not lost:
             return 0
-        with models.atomic():
-            for delivery_id, generation in lost:
-                Delivery.update(relayed=None, locked_until=None).where(
-                    (Delivery.id == delivery_id)
-                    & (Delivery.generation == generation)
-                    & (Delivery.status == PENDING)
-                    # A batch that runs longer than stale_after may have claimed it since the select.
-                    & (Delivery.locked_until.is_null() | (Delivery.locked_until < now))
-                ).execute()
+        # A batch that runs longer than stale_after may have claimed one since the select: the claim is kept.
+        delivery_states.rescue(lost, now)
         log.warning("handed back %d deliveries whose jobs were lost", len(lost))
         return len(lost)
 

@@ -149,13 +149,6 @@ class Delivery(BaseModel):
         found = last.select(last.id).where((last.delivery == cls.id) & _any(matches) & ~peewee.fn.EXISTS(newer))
         return peewee.fn.EXISTS(found)
 
-    @classmethod
-    def requeue(cls, where: peewee.Expression) -> int:
-        """Start a new round of attempts (same uuid, same event) for the deliveries selected; return how many."""
-        now = utcnow()
-        changes = {"status": PENDING, "tries": 0, "next_attempt": now, "relayed": None, "locked_until": None, "updated": now}
-        return cls.update(**changes).where(where).execute()
-
 
 # The deliveries waiting for the relay (jobs.relay), a few among every delivery kept: its polls read this
 # small index instead of the whole index on `relayed`, full of the entries updates leave dead there.

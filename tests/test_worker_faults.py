@@ -24,7 +24,6 @@ import redis
 
 import models
 from jobs import claims
-from jobs.https import transport
 from jobs.relay import Relay
 from riskapi.process.serve import stop_process_group
 from riskapi.webhooks.signing import verify
@@ -228,33 +227,43 @@ def test_serve_starts_a_killed_worker_again_and_every_delivery_arrives(tmp_path,
     assert serve.returncode == 0, log.read_text()
 
 
-def test_a_delivery_attempt_outlives_its_database_connection_being_cut(server, client, tenant, receiver, monkeypatch):
-    # No worker: the attempt runs here, in this thread.
+def test_a_delivery_attempt_outlives_its_database_connection_being_cut(
+    server, client, tenant, receiver, settings, redis_url, queue_name, monkeypatch
+):
+    # The engine of this process: the claim runs here, in this thread; the attempt in a pool thread; its record in the recorder's.
+    from jobs import recorder as recording
+    from jobs.lines import Engine
     from models.webhooks import Attempt, Delivery, Webhook
 
     hook = make_webhook(client, tenant, url=receiver.url)
     client.post(tenant.url("/drivers"), json=items("driver", {}), headers=tenant.headers)
     with models.db.connection_context():
         row = Delivery.select().join(Webhook).where(Webhook.uuid == hook["uuid"]).get()
-    settings = dataclasses.replace(
-        claims.worker_settings(), webhook_ca_bundle=receiver.ca_path, webhook_allow_private=True, webhook_timeout=30.0
+    own = dataclasses.replace(
+        settings, webhook_ca_bundle=receiver.ca_path, webhook_allow_private=True, webhook_timeout=30.0, webhook_queue=queue_name
     )
-    monkeypatch.setattr(claims, "worker_settings", lambda: settings)
-    post = transport.post
+    record, cuts = recording.record, []
 
-    def post_then_cut(*args, **kwargs):
-        result = post(*args, **kwargs)
-        models.db.connection().close()  # between the POST and its record
-        return result
+    def cut_then_record(*args):
+        if not cuts:  # between the POST and its record, behind peewee's back, as a server-side cut looks
+            cuts.append(models.db.connection())
+            models.db.connection().close()
+        return record(*args)
 
-    monkeypatch.setattr(transport, "post", post_then_cut)
+    monkeypatch.setattr(recording, "record", cut_then_record)
+    connection = redis.Redis.from_url(redis_url, socket_timeout=5)
+    engine = Engine(own, connection).start()
     models.db.connect(reuse_if_open=True)
-    models.db.connection().close()  # before the claim, behind peewee's back, as a server-side cut looks
+    models.db.connection().close()  # before the claim
     try:
-        assert claims.take(row.id, row.generation) == "succeeded"
+        assert claims.take(row.id, row.generation, engine) == "in flight"
+        with models.db.connection_context():
+            wait_until(lambda: Delivery.get_by_id(row.id).status != "pending", timeout=30)
     finally:
+        engine.close(5)
+        connection.close()
         models.discard_connection()
-    assert len(receiver.requests) == 1
+    assert len(receiver.requests) == 1 and len(cuts) == 1
     with models.db.connection_context():
         assert Delivery.get_by_id(row.id).status == "succeeded"
         assert [a.status for a in Attempt.select().where(Attempt.delivery == row.id)] == [200]

@@ -92,6 +92,7 @@ def start_worker(root: Path, env: dict, log: Path) -> subprocess.Popen:
 
 def delivery_load(args, work: Path, record) -> None:
     """Record deliveries in the outbox, one `riskapi worker` sends them; record it; print CPU per delivery."""
+    from models import delivery_states
     from models.webhooks import PENDING, Delivery, Webhook, pack_events
     from riskapi.webhooks import outbox, signing
 
@@ -105,7 +106,7 @@ def delivery_load(args, work: Path, record) -> None:
             tenant = make_tenant(webhook_limit=10)
             with models.db.connection_context():
                 # Deliveries of other runs in this database must not compete for this worker.
-                Delivery.update(status="failed").where(Delivery.status == PENDING).execute()
+                delivery_states.abandon(Delivery.status == PENDING, models.utcnow())
                 Webhook.create(agency=tenant.agency.id, type="custom", url=receiver.url, secret=signing.generate_secret(),
                                events=pack_events(["form.completed"]))  # fmt: skip
             env = {"DATABASE_URL": url, "REDIS_URL": redis.url, "RISKAPI_WEBHOOK_ALLOW_PRIVATE": "1",

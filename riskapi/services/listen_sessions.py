@@ -14,7 +14,7 @@ import uuid
 import orjson
 
 import models
-from models import timestamp, utcnow
+from models import delivery_states, timestamp, utcnow
 from models.webhooks import FAILED, LISTEN, PENDING, SUCCEEDED, Attempt, Delivery, Event, Webhook, pack_events, unpack_events
 from riskapi.exceptions import ApiError
 from riskapi.webhooks import requests, signing
@@ -88,8 +88,7 @@ def end(session: Webhook) -> None:
     now = utcnow()
     with models.atomic():
         Webhook.update(disabled=now, listen_expires=now, updated=now).where(Webhook.id == session.id).execute()
-        unsent = (Delivery.webhook == session.id) & (Delivery.status == PENDING)
-        Delivery.update(status=FAILED, locked_until=None, updated=now).where(unsent).execute()
+        delivery_states.abandon(Delivery.webhook == session.id, now)
 
 
 def take(session: Webhook) -> list[dict]:
@@ -101,7 +100,7 @@ def take(session: Webhook) -> list[dict]:
     taken = []
     for delivery_id, delivery_uuid, event, body in models.tuples(query.order_by(Delivery.id).limit(BATCH)):
         # Another process's stream of the same session may claim it first: only the one whose update lands sends it.
-        if Delivery.update(locked_until=now + CLAIM).where(free & (Delivery.id == delivery_id)).execute():
+        if delivery_states.listen_claim(session.id, delivery_id, now, now + CLAIM):
             raw = body.encode()
             secrets = requests.signing_secrets(session, now)
             headers = requests.signed_headers(event, delivery_uuid, session.uuid, raw, secrets, requests.epoch(now))
@@ -125,7 +124,5 @@ def record(session: Webhook, delivery_uuid: str, report: dict) -> int:
         response=None if answer is None else orjson.dumps({k: answer[k] for k in ("headers", "body", "body_truncated")}).decode(),
     )  # fmt: skip
     outcome = SUCCEEDED if status is not None and 200 <= status < 300 else FAILED
-    Delivery.update(status=outcome, tries=Delivery.tries + 1, next_attempt=None, locked_until=None, updated=now).where(
-        Delivery.id == found.id
-    ).execute()
+    delivery_states.listen_settle(found.id, outcome, now)
     return found.id

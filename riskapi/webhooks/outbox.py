@@ -12,13 +12,11 @@ from typing import Any
 
 import orjson
 
-from models import inserts, timestamp, tuples, utcnow
-from models.webhooks import PENDING, PING, Delivery, Event, Webhook
+from models import delivery_states, inserts, timestamp, tuples, utcnow
+from models.webhooks import PING, Event, Webhook
 
 # The columns each row sets (the others stay NULL), as Peewee's insert_many of these rows wrote them.
 _EVENT = ("uuid", "agency", "name", "created", "body")
-_DELIVERY = ("uuid", "webhook", "stored_event", "event", "status", "tries", "next_attempt", "generation", "created", "updated")
-_SESSION_DELIVERY = (*_DELIVERY, "relayed")
 
 
 class Subscribers(list[int]):
@@ -94,10 +92,6 @@ def _write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int]
             "webhook": webhook_id,
             "stored_event": event_id,
             "event": event,
-            "status": PENDING,
-            "tries": 0,
-            "next_attempt": now,
-            "generation": 0,
             "created": now,
             "updated": now,
         }
@@ -105,10 +99,5 @@ def _write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int]
         for webhook_id in webhooks
     ]
     sessions = webhooks.sessions if isinstance(webhooks, Subscribers) else set()
-    if sessions:
-        theirs = [{**row, "relayed": now, "next_attempt": None} for row in deliveries if row["webhook"] in sessions]
-        inserts.insert(Delivery, _SESSION_DELIVERY, theirs, copy=True)
-    sent = [row for row in deliveries if row["webhook"] not in sessions] if sessions else deliveries
-    if sent:
-        inserts.insert(Delivery, _DELIVERY, sent, copy=True)
+    delivery_states.create(deliveries, sessions, now)
     return [{"id": str(row["uuid"]), "event": event, "created": timestamp(now)} for row in rows], deliveries

@@ -1,0 +1,187 @@
+"""A delivery's states and transitions: every write of a delivery's state columns is made here.
+
+The state columns (STATE): status (pending, succeeded, failed; `failing` is a pending row with tries > 0,
+Delivery.shown_status), tries (attempts this round), next_attempt, relayed (handed to RQ), generation
+(bumped at every hand-over: only its job may act), locked_until (a claim's lease), batch (the RQ job
+carrying it). Callers select (and lock) the rows; these functions write, keeping each transition's guard.
+
+    transition        from (guard)                            to                                     by
+    create            -                                       pending, tries 0, generation 0         outbox
+    relay             pending, unrelayed (caller's lock)      relayed, generation + 1, batch         relay
+    unrelay           relayed by this pass                    unrelayed (Redis refused the jobs)     relay
+    rescue            pending, generation, claim lapsed       unrelayed, unclaimed                   relay
+    claim             pending, generation, unclaimed          claimed until a lease                  claims
+    claim_many        pending, generations, unclaimed         claimed until a lease                  claims
+    renew             pending, generation, claimed            claimed until a later lease            claims
+    hand_back         pending, generation                     unrelayed, unclaimed                   claims
+    fail_unattempted  pending, generation                     failed (its webhook was disabled)      claims
+    settle            generation                              succeeded | pending, next_attempt      outcomes
+                                                              | failed; tries + 1 (as decide says)
+    succeed_many      generations                             succeeded, tries + 1                   outcomes
+    requeue           any selected (redeliver, recover)       pending, a new round: tries 0          handlers
+    listen_claim      a session's, pending, unclaimed         claimed until a lease                  listen
+    listen_settle     a session's                             succeeded | failed, tries + 1          listen
+    abandon           pending, selected                       failed, unattempted (session ended)    listen, bench
+"""
+
+import datetime
+
+import peewee
+
+import models
+from models import inserts, utcnow
+from models.webhooks import FAILED, PENDING, SUCCEEDED, Delivery
+
+STATE = ("status", "tries", "next_attempt", "relayed", "generation", "locked_until", "batch")
+
+_CHUNK = 500  # rows per statement: within SQLite's and PostgreSQL's limits on bound parameters
+# The columns each new row sets (the others stay NULL), as Peewee's insert_many of these rows wrote them.
+_DELIVERY = ("uuid", "webhook", "stored_event", "event", "status", "tries", "next_attempt", "generation", "created", "updated")
+_SESSION_DELIVERY = (*_DELIVERY, "relayed")
+
+Pairs = list[tuple[int, int]]  # (delivery id, generation)
+
+
+def _pairs(pairs: Pairs) -> peewee.Expression:
+    return peewee.Tuple(Delivery.id, Delivery.generation).in_(pairs)
+
+
+def _unclaimed(now: datetime.datetime) -> peewee.Expression:
+    return Delivery.locked_until.is_null() | (Delivery.locked_until < now)
+
+
+def create(rows: list[dict], sessions: set[int], now: datetime.datetime) -> None:
+    """Insert new deliveries (rows of uuid, webhook, stored_event, event, created, updated), each made pending.
+
+    A listen session's are written already relayed, with no next attempt: no relay or worker takes them."""
+    for row in rows:
+        row.update(status=PENDING, tries=0, next_attempt=now, generation=0)
+    theirs = [{**row, "relayed": now, "next_attempt": None} for row in rows if row["webhook"] in sessions]
+    if theirs:
+        inserts.insert(Delivery, _SESSION_DELIVERY, theirs, copy=True)
+    sent = [row for row in rows if row["webhook"] not in sessions] if sessions else rows
+    if sent:
+        inserts.insert(Delivery, _DELIVERY, sent, copy=True)
+
+
+def relay(ids: list[int], batches: list[tuple[str, list[int]]], now: datetime.datetime) -> None:
+    """Hand deliveries (locked by the caller) to RQ: a new generation, and the batch job carrying each, if named."""
+    Delivery.update(relayed=now, generation=Delivery.generation + 1, batch=None).where(Delivery.id.in_(ids)).execute()
+    for name, group in batches:
+        Delivery.update(batch=name).where(Delivery.id.in_(group)).execute()
+
+
+def unrelay(ids: list[int], relayed: datetime.datetime) -> None:
+    """Take back the deliveries a pass relayed at `relayed` (Redis refused their jobs): the next pass tries again."""
+    Delivery.update(relayed=None).where(Delivery.id.in_(ids) & (Delivery.relayed == relayed)).execute()
+
+
+def rescue(lost: Pairs, now: datetime.datetime) -> None:
+    """Hand back pending deliveries whose job is lost, unless claimed since they were found."""
+    with models.atomic():
+        for delivery_id, generation in lost:
+            mine = (Delivery.id == delivery_id) & (Delivery.generation == generation) & (Delivery.status == PENDING)
+            Delivery.update(relayed=None, locked_until=None).where(mine & _unclaimed(now)).execute()
+
+
+def claim(delivery_id: int, generation: int, now: datetime.datetime, lease: datetime.datetime) -> bool:
+    """Claim a pending delivery of this generation until `lease`, if no one holds it; False if someone does."""
+    mine = (Delivery.id == delivery_id) & (Delivery.generation == generation) & (Delivery.status == PENDING)
+    return bool(Delivery.update(locked_until=lease, updated=now).where(mine & _unclaimed(now)).execute())
+
+
+def claim_many(pairs: Pairs, now: datetime.datetime, lease: datetime.datetime) -> set[int] | None:
+    """Claim pending deliveries of these generations until `lease`; return the ids claimed, or None for all of them."""
+    with models.atomic():
+        ids = Delivery.id.in_([delivery_id for delivery_id, _ in pairs])
+        got = Delivery.update(locked_until=lease, updated=now).where(
+            ids & (Delivery.status == PENDING) & _unclaimed(now) & _pairs(pairs)
+        )
+        if got.execute() == len(pairs):
+            return None
+        # Someone else's claim in between: only those holding this very lease are ours.
+        return {i for (i,) in models.tuples(Delivery.select(Delivery.id).where(ids & (Delivery.locked_until == lease)))}
+
+
+def renew(pairs: Pairs, lease: datetime.datetime) -> set[int]:
+    """Extend the claims on pending deliveries of these generations until `lease`; return the ids no longer claimed."""
+    lost: set[int] = set()
+    for start in range(0, len(pairs), _CHUNK):
+        chunk = pairs[start : start + _CHUNK]
+        mine = _pairs(chunk) & (Delivery.status == PENDING) & Delivery.locked_until.is_null(False)
+        if Delivery.update(locked_until=lease).where(mine).execute() < len(chunk):
+            still = {row for (row,) in models.tuples(Delivery.select(Delivery.id).where(mine))}
+            lost |= {delivery_id for delivery_id, _ in chunk if delivery_id not in still}
+    return lost
+
+
+def hand_back(pairs: Pairs) -> None:
+    """Let go of claims on pending deliveries of these generations, and mark them waiting for the relay."""
+    for start in range(0, len(pairs), _CHUNK):
+        mine = _pairs(pairs[start : start + _CHUNK]) & (Delivery.status == PENDING)
+        Delivery.update(relayed=None, locked_until=None).where(mine).execute()
+
+
+def fail_unattempted(pairs: Pairs) -> None:
+    """Fail pending deliveries of these generations with no attempt (their webhook was disabled), in one transaction."""
+    now = utcnow()
+    with models.atomic():
+        for start in range(0, len(pairs), _CHUNK):
+            mine = _pairs(pairs[start : start + _CHUNK]) & (Delivery.status == PENDING)
+            Delivery.update(status=FAILED, next_attempt=None, locked_until=None, updated=now).where(mine).execute()
+
+
+def settle(
+    delivery_id: int,
+    generation: int,
+    status: str,
+    tries: int,
+    next_attempt: datetime.datetime | None,
+    next_job: str | None,
+    now: datetime.datetime,
+) -> int:
+    """Write a delivery's state after attempt `tries` (jobs.outcomes.decide says which), if still of this generation;
+    return the rows changed. A pending one waits for `next_job` (None: its own job, jobs.queue)."""
+    fields = {"status": status, "tries": tries, "next_attempt": next_attempt, "locked_until": None}
+    update = Delivery.update(**fields, batch=next_job if status == PENDING else None, updated=now)
+    return update.where((Delivery.id == delivery_id) & (Delivery.generation == generation)).execute()
+
+
+def succeed_many(by_tries: dict[int, Pairs], now: datetime.datetime) -> set[int]:
+    """Settle as succeeded the deliveries of these generations, by their tries, in one update each; return the ids changed."""
+    changed: set[int] = set()
+    fields = {"status": SUCCEEDED, "next_attempt": None, "locked_until": None, "batch": None, "updated": now}
+    for tries, pairs in by_tries.items():
+        for start in range(0, len(pairs), _CHUNK):
+            chunk = pairs[start : start + _CHUNK]
+            mine = _pairs(chunk)
+            if Delivery.update(**fields, tries=tries).where(mine).execute() == len(chunk):
+                changed.update(delivery_id for delivery_id, _ in chunk)
+            else:  # some superseded: the generation guard is all that decided, and a generation only grows
+                changed.update(row for (row,) in models.tuples(Delivery.select(Delivery.id).where(mine)))
+    return changed
+
+
+def requeue(where: peewee.Expression) -> int:
+    """Start a new round of attempts (same uuid, same event) for the deliveries selected; return how many."""
+    now = utcnow()
+    changes = {"status": PENDING, "tries": 0, "next_attempt": now, "relayed": None, "locked_until": None, "updated": now}
+    return Delivery.update(**changes).where(where).execute()
+
+
+def listen_claim(session_id: int, delivery_id: int, now: datetime.datetime, lease: datetime.datetime) -> bool:
+    """Claim a listen session's pending delivery for its stream until `lease`; False if another stream holds it."""
+    mine = (Delivery.id == delivery_id) & (Delivery.webhook == session_id) & (Delivery.status == PENDING)
+    return bool(Delivery.update(locked_until=lease).where(mine & _unclaimed(now)).execute())
+
+
+def listen_settle(delivery_id: int, status: str, now: datetime.datetime) -> None:
+    """Settle a listen session's delivery as its forwarded attempt came out (succeeded or failed)."""
+    fields = {"status": status, "tries": Delivery.tries + 1, "next_attempt": None, "locked_until": None, "updated": now}
+    Delivery.update(**fields).where(Delivery.id == delivery_id).execute()
+
+
+def abandon(where: peewee.Expression, now: datetime.datetime) -> int:
+    """Fail the pending deliveries selected with no attempt (a listen session ended, a bench starts); return how many."""
+    unsent = where & (Delivery.status == PENDING)
+    return Delivery.update(status=FAILED, locked_until=None, updated=now).where(unsent).execute()
