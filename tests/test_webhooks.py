@@ -83,7 +83,8 @@ def test_create_reports_every_invalid_item_by_path(client, tenant):
     assert errors["data.1.data.events.0"] == [
         "The selected data.1.data.events.0 is invalid. Allowed values are `form.completed, signature_packet.completed, "
         "driver.created, driver.updated, driver.deleted, vehicle.created, vehicle.updated, vehicle.deleted, premise.created, "
-        "premise.updated, premise.deleted, building.created, building.updated, building.deleted, webhook.ping, webhook.disabled, delivery.failed`."
+        "premise.updated, premise.deleted, building.created, building.updated, building.deleted, webhook.ping, "
+        "webhook.disabled, delivery.failed`."
     ]
     assert errors["data.2.data.type"] == ["The data.2.data.type field is required."]
     assert errors["data.2.data.events"] == ["The data.2.data.events field is required."]
