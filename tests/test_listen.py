@@ -146,6 +146,12 @@ class LocalReceiver:
         self.server.server_close()
 
 
+def _as_at_a_terminal() -> None:
+    # A command started in the background by a non-interactive shell (as CI may start the suite) inherits SIGINT
+    # ignored, and Python then never raises KeyboardInterrupt: at a terminal, Ctrl-C is never ignored.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Cli:
     """A `riskapi` command in a child process (this worktree's code), its output lines collected."""
 
@@ -153,7 +159,9 @@ class Cli:
         env = dict(os.environ, RISKAPI_API_URL=api_url, RISKAPI_TOKEN=token, PYTHONUNBUFFERED="1")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
         command = [sys.executable, "-m", "riskapi.process", *args]
-        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=_as_at_a_terminal
+        )
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
