@@ -10,7 +10,7 @@ import models
 import spec
 from handlers import common
 from models.risk_data import KINDS
-from models.webhooks import Delivery, Event, Webhook
+from models.webhooks import Delivery, Event, Webhook, unpack_channels
 from riskapi.exceptions import ApiError
 from riskapi.services import bulk_write
 from riskapi.services.render import envelope
@@ -22,7 +22,8 @@ def publish_event(agency_id: int) -> flask.Response:
     payload, errors = common.body()
     bulk_write.fail_if(errors)
     with models.atomic():
-        accepted = outbox.record(agency_id, payload["event"], [payload["data"]], keep=True)[0]
+        channels = payload.get("channels") or ()
+        accepted = outbox.record(agency_id, payload["event"], [payload["data"]], keep=True, channels=channels)[0]
     return common.respond(202, accepted)
 
 
@@ -80,7 +81,9 @@ def render(row: dict, deliveries: list[dict]) -> dict:
     data = delivered["data"]
     # Only events of risk data carry their profile; a published event's data is its publisher's, as given.
     risk = data.get("risk") if row["name"].partition(".")[0] in KINDS and isinstance(data, dict) else None
-    return envelope(Event, {**row, "event": row["name"], "data": data, "risk": risk, "deliveries": deliveries})
+    channels = unpack_channels(row["channels"]) or []
+    shown = {**row, "event": row["name"], "data": data, "risk": risk, "channels": channels, "deliveries": deliveries}
+    return envelope(Event, shown)
 
 
 def _deliveries(ids: list[int]) -> dict[int, list[dict]]:

@@ -1,7 +1,7 @@
 """Webhook subscriptions, the events that feed them, and their deliveries with every attempt."""
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Self
 
 import peewee
@@ -33,6 +33,30 @@ def unpack_events(packed: str) -> list[str]:
     return [name for name in packed.split(",") if name]
 
 
+# What an answer and the delivery log show instead of a custom header's value.
+MASK = "***"
+
+
+def pack_channels(names: Iterable[str] | None) -> str | None:
+    """Store channels as `,a,b,` like event names; None (no channels) stays NULL."""
+    return None if names is None else pack_events(names)
+
+
+def unpack_channels(packed: str | None) -> list[str] | None:
+    """Return the stored channels in their order; None when there are none."""
+    return None if packed is None else unpack_events(packed)
+
+
+def shares_channel(column: peewee.Field, names: Iterable[str]) -> peewee.ColumnBase:
+    """Match rows whose packed channels hold any of these names, exactly (case and all).
+
+    REPLACE, not LIKE: SQLite's LIKE ignores case and `_` is a wildcard in both databases; REPLACE
+    compares bytes the same way on SQLite and PostgreSQL. A NULL column matches nothing.
+    """
+    clauses = [peewee.fn.REPLACE(column, f",{name},", "") != column for name in dict.fromkeys(names)]
+    return _any(clauses) if clauses else peewee.SQL("1 = 0")
+
+
 class Webhook(PublicModel):
     """A subscription of an agency: where to POST which events, signed with its secret."""
 
@@ -55,6 +79,11 @@ class Webhook(PublicModel):
     # A listen session's end, pushed forward while its stream is held (riskapi.api.listen_stream); null for
     # a subscription. Added by migration 0007.
     listen_expires = peewee.DateTimeField(null=True)
+    # The channels it takes (pack_channels), or NULL: every event of its types. Added by migration 0008.
+    channels = peewee.TextField(null=True)
+    # Headers of its own sent with every delivery, as a JSON object {name: value}, or NULL. The values are
+    # secrets: answers and the delivery log show them masked (MASK). Added by migration 0009.
+    headers = peewee.TextField(null=True)
     agency_id: int  # Peewee's accessor of the foreign key's value
 
     @classmethod
@@ -63,10 +92,14 @@ class Webhook(PublicModel):
         return cls.type != LISTEN
 
     @classmethod
-    def subscribed(cls, agency_id: int, event: str) -> "peewee.ModelSelect[Self]":
-        """Select the agency's active webhooks and live listen sessions subscribed to an event, as (id, is a session)."""
+    def subscribed(cls, agency_id: int, event: str, channels: Iterable[str] = ()) -> "peewee.ModelSelect[Self]":
+        """Select the agency's active webhooks and live listen sessions subscribed to an event, as (id, is a session).
+
+        Svix's rule: a webhook with channels takes an event only when they share one; one without takes every event.
+        """
         live = cls.listen_expires.is_null() | (cls.listen_expires > utcnow())
         subscribed = (cls.agency == agency_id) & cls.disabled.is_null() & cls.events.contains(f",{event},") & live
+        subscribed &= cls.channels.is_null() | shares_channel(cls.channels, channels)
         return cls.select(cls.id, cls.listen_expires.is_null(False)).where(subscribed)
 
 
@@ -81,6 +114,7 @@ class Event(BaseModel):
     name = peewee.CharField(max_length=64)
     body = peewee.TextField()
     created = peewee.DateTimeField(index=True)
+    channels = peewee.TextField(null=True)  # pack_channels; NULL: none (added by migration 0008)
 
 
 class Delivery(BaseModel):
@@ -174,7 +208,7 @@ class Attempt(BaseModel):
     response = peewee.TextField(null=True)
 
 
-def _any(clauses: list[peewee.ColumnBase]) -> peewee.ColumnBase:
+def _any(clauses: Sequence[peewee.ColumnBase]) -> peewee.ColumnBase:
     result = clauses[0]
     for clause in clauses[1:]:
         result |= clause

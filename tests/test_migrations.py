@@ -29,7 +29,13 @@ SCHEMA = Path(__file__).parent / "schema_4e3b5fc"
 TABLES = ["app_key", "agency", "token", "risk", "vehicle", "premise", "driver", "address", "building"]
 TABLES += ["webhook", "event", "delivery", "attempt"]
 MIGRATIONS = ["0001_initial", "0002_webhook_previous_secret", "0003_token_lifecycle", "0004_idempotency_keys"]
-MIGRATIONS += ["0005_waiting_deliveries", "0006_attempt_exchange", "0007_listen_sessions"]
+MIGRATIONS += [
+    "0005_waiting_deliveries",
+    "0006_attempt_exchange",
+    "0007_listen_sessions",
+    "0008_channels",
+    "0009_webhook_headers",
+]
 
 
 class Raw:

@@ -55,6 +55,8 @@ def test_create_answers_201_with_the_webhook_and_a_strong_secret(client, tenant)
         "description": "CRM sync",
         "url": "https://hooks.example.com/in",
         "events": ["form.completed", "driver.created"],
+        "channels": None,
+        "headers": None,
         "disabled": None,
     }
     secret = hook["meta"]["signing_secret"]

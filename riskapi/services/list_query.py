@@ -7,6 +7,7 @@ import flask
 import peewee
 
 import spec
+from models.webhooks import shares_channel
 from riskapi.exceptions import ValidationFailed
 from riskapi.services.messages import listing, message
 from riskapi.services.pagination import Key
@@ -134,6 +135,10 @@ class ListSpec:
         # The column stores names as `,a,b,`.
         return _any([_contains(self.field(name), f",{v},") for v in value.split(",") if v])
 
+    def _channel(self, name: str, value: str, risk_id: int) -> peewee.ColumnBase:
+        """Match rows whose packed channels name any of the comma-separated channels, exactly."""
+        return shares_channel(self.field("channels"), value.split(","))
+
     def _text(self, name: str, value: str, risk_id: int) -> peewee.ColumnBase:
         """Match a case-insensitive substring of the column."""
         return _contains(self.field(name), value)
@@ -185,6 +190,7 @@ class ListSpec:
     _BY_KIND = {
         "is_disabled": _is_disabled,
         "any-of": _any_of,
+        "channel": _channel,
         "contains": _text,
         "boolean": _boolean,
         "exact": _exact,

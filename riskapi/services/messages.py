@@ -47,6 +47,9 @@ MESSAGES = {
     "has_buildings": "The :attribute cannot be deleted while the premise has buildings.",
     "immutable": "The :attribute field cannot be changed; delete the webhook and create another.",
     "url_refused": "The :attribute field :problem.",
+    "header_name": "The :attribute header's name must be an HTTP token (letters, digits and !#$%&'*+.^_`|~-).",
+    "header_owned": "The :attribute header is set by every delivery itself; choose another name.",
+    "header_repeated": "The :attribute header is given twice (header names are case-insensitive).",
     "method_mismatch": "The :attribute field must match the X-HTTP-Method-Override header.",
     "bad_cursor": "The :attribute is invalid.",
 }

@@ -69,10 +69,16 @@ def emit(risk: Risk, changed: list[dict], action: str) -> None:
         if item["object"] != "address":
             by_event.setdefault(f"{item['object']}.{action}", []).append(item)
     risk_uuid = str(risk.uuid)
+    channels = channels_of(risk)
     for event, items in by_event.items():
-        webhooks = outbox.subscribers(risk.agency_id, event)
+        webhooks = outbox.subscribers(risk.agency_id, event, channels)
         if webhooks:
-            outbox.write(risk.agency_id, event, [{**item, "risk": risk_uuid} for item in items], webhooks)
+            outbox.write(risk.agency_id, event, [{**item, "risk": risk_uuid} for item in items], webhooks, channels)
+
+
+def channels_of(risk: Risk) -> list[str]:
+    """Return the channels of every event of a risk profile's data: its own, and its type's."""
+    return [f"risk:{risk.uuid}", f"profile_type:{risk.type}"]
 
 
 def _created(model: type[InRisk], stored: list[dict], include: list[str] | None) -> list[dict]:

@@ -8,12 +8,12 @@ from typing import Any
 import models
 from models import utcnow
 from models.tenancy import Agency
-from models.webhooks import Webhook, pack_events, unpack_events
+from models.webhooks import Webhook, pack_channels, pack_events, unpack_channels, unpack_events
 from riskapi.exceptions import ApiError
 from riskapi.services.bulk_write import Errors, entries, existing, items
 from riskapi.services.messages import message
 from riskapi.services.render import envelope
-from riskapi.webhooks import notices
+from riskapi.webhooks import custom_headers, notices
 from riskapi.webhooks.signing import generate_secret
 from riskapi.webhooks.urls import normalise, url_problem
 
@@ -25,6 +25,8 @@ def render(row: dict) -> dict:
     shown = {
         **row,
         "events": unpack_events(row["events"]),
+        "channels": unpack_channels(row.get("channels")),
+        "headers": custom_headers.masked(row.get("headers")),
         "signing_secret": row["secret"],
         "previous_secret_valid_until": _previous_valid_until(row),
     }
@@ -42,6 +44,25 @@ def _previous_valid_until(row: dict) -> datetime.datetime | None:
 def rows(ids: Iterable[int]) -> dict[int, dict]:
     """Return webhook rows (as dicts) by id."""
     return {row["id"]: row for row in models.dicts(Webhook.select().where(Webhook.id.in_(list(ids))))}
+
+
+def _check_headers(values: dict, path: str, errors: Errors) -> None:
+    """Record each header name refused: not an HTTP token, set by the delivery itself, or given twice."""
+    given = values.get("headers")
+    if not isinstance(given, dict):
+        return
+    seen: set[str] = set()
+    for name in given:
+        at = f"{path}.{name}"
+        if not errors.clean(at):
+            continue
+        if not custom_headers.TOKEN.match(name):
+            errors.add(at, message("header_name", at))
+        elif custom_headers.refused(name):
+            errors.add(at, message("header_owned", at))
+        elif name.lower() in seen:
+            errors.add(at, message("header_repeated", at))
+        seen.add(name.lower())
 
 
 def _check_url(values: dict, path: str, errors: Errors, allow_private: bool) -> str | None:
@@ -84,6 +105,8 @@ class Create(_Write):
     def plan(self, payload: Any, errors: Errors) -> list[dict]:
         listed = list(entries(items(payload)))
         urls = {i: _check_url(values, f"data.{i}.data.url", errors, self.allow_private) for i, _, values in listed}
+        for i, _, values in listed:
+            _check_headers(values, f"data.{i}.data.headers", errors)
         if errors:
             return []
         now = utcnow()
@@ -95,6 +118,8 @@ class Create(_Write):
                 "description": values.get("description"),
                 "url": urls[i],
                 "events": pack_events(values["events"]),
+                "channels": pack_channels(values.get("channels")),
+                "headers": custom_headers.pack(values.get("headers")),
                 "secret": generate_secret(),
                 "disabled": None,
                 "failures": 0,
@@ -122,6 +147,7 @@ class Update(_Write):
         plan = []
         for i, _, values in entries(items(payload)):
             url = _check_url(values, f"data.{i}.data.url", errors, self.allow_private)
+            _check_headers(values, f"data.{i}.data.headers", errors)
             current = found.get(i)
             if current is None:
                 continue
@@ -167,6 +193,10 @@ def _changes(values: dict, current: dict, url: str | None, now: datetime.datetim
         changes["description"] = values["description"]
     if "events" in values and isinstance(values["events"], list):
         changes["events"] = pack_events(values["events"])
+    if "channels" in values:  # null clears: the webhook takes every event of its types again
+        changes["channels"] = pack_channels(values["channels"])
+    if "headers" in values:  # the whole set is replaced; null clears it
+        changes["headers"] = custom_headers.pack(values["headers"])
     if "disabled" in values:
         if values["disabled"] is True and current["disabled"] is None:
             changes["disabled"] = now

@@ -8,15 +8,16 @@ no relay, rescue or worker ever takes them; the API process holding the session'
 
 import datetime
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from models import delivery_states, inserts, timestamp, tuples, utcnow
-from models.webhooks import PING, Event, Webhook
+from models.webhooks import PING, Event, Webhook, pack_channels
 
 # The columns each row sets (the others stay NULL), as Peewee's insert_many of these rows wrote them.
-_EVENT = ("uuid", "agency", "name", "created", "body")
+_EVENT = ("uuid", "agency", "name", "created", "body", "channels")
 
 
 class Subscribers(list[int]):
@@ -32,7 +33,7 @@ def body(event_uuid: uuid.UUID | str, name: str, created: datetime.datetime, dat
     return orjson.dumps({"id": str(event_uuid), "event": name, "created": timestamp(created), "data": data})
 
 
-def record(agency_id: int, event: str, payloads: list[dict], keep: bool = False) -> list[dict]:
+def record(agency_id: int, event: str, payloads: list[dict], keep: bool = False, channels: Sequence[str] = ()) -> list[dict]:
     """Write one event per payload, and a delivery per subscribed active webhook, in the caller's transaction.
 
     When no active webhook of the agency is subscribed this costs one indexed query and writes nothing,
@@ -40,21 +41,24 @@ def record(agency_id: int, event: str, payloads: list[dict], keep: bool = False)
     """
     if not payloads:
         return []
-    webhooks = subscribers(agency_id, event)
+    webhooks = subscribers(agency_id, event, channels)
     if not webhooks and not keep:
         return []
-    return write(agency_id, event, payloads, webhooks)
+    return write(agency_id, event, payloads, webhooks, channels)
 
 
-def subscribers(agency_id: int, event: str) -> Subscribers:
-    """Return the ids of the agency's active webhooks and live listen sessions subscribed to an event (one indexed query)."""
-    rows = list(tuples(Webhook.subscribed(agency_id, event)))
+def subscribers(agency_id: int, event: str, channels: Sequence[str] = ()) -> Subscribers:
+    """Return the ids of the agency's active webhooks and live listen sessions that take an event (one indexed query).
+
+    The channels are matched in the query, so webhooks whose channels the event does not share cost nothing more.
+    """
+    rows = list(tuples(Webhook.subscribed(agency_id, event, channels)))
     return Subscribers([webhook_id for webhook_id, _ in rows], {webhook_id for webhook_id, session in rows if session})
 
 
-def write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int]) -> list[dict]:
+def write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int], channels: Sequence[str] = ()) -> list[dict]:
     """Write one event per payload and its deliveries to the given webhooks; return the events as {id, event, created}."""
-    return _write(agency_id, event, payloads, webhooks)[0]
+    return _write(agency_id, event, payloads, webhooks, channels)[0]
 
 
 def ping(webhook: Webhook) -> dict:
@@ -71,8 +75,11 @@ def trigger(agency_id: int, event: str, data: dict) -> tuple[dict, list[dict]]:
     return events[0], deliveries
 
 
-def _write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int]) -> tuple[list[dict], list[dict]]:
+def _write(
+    agency_id: int, event: str, payloads: list[dict], webhooks: list[int], channels: Sequence[str] = ()
+) -> tuple[list[dict], list[dict]]:
     now = utcnow()
+    packed = pack_channels(channels) if channels else None
     rows: list[dict[str, Any]] = []
     for data in payloads:
         event_uuid = uuid.uuid4()
@@ -83,6 +90,7 @@ def _write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int]
                 "name": event,
                 "created": now,
                 "body": body(event_uuid, event, now, data).decode(),
+                "channels": packed,
             }
         )
     ids = inserts.insert(Event, _EVENT, rows, key="uuid", copy=True)
