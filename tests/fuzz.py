@@ -37,12 +37,13 @@ def seed(base: str, tenant) -> dict:
         delivery = http.post(f"/webhooks/{webhook}/ping").json()["delivery"]
     # Precognition-Validate-Only deliberately lets a dry-run pass with errors outside the
     # selected fields; fuzzing it with random paths would call those passes "accepted
-    # invalid data". `data` selects every field, so dry-runs are checked in full.
+    # invalid data". These name every top-level field of every body (POST /events has all
+    # three), so dry-runs are checked in full.
     return {
         "path.risk": tenant.risk,
         "path.webhook": webhook,
         "path.delivery": delivery,
-        "header.Precognition-Validate-Only": "data",
+        "header.Precognition-Validate-Only": "event,data,channels",
     }
 
 
