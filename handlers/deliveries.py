@@ -10,7 +10,7 @@ import models
 from handlers import common
 from handlers.webhooks import webhook_of
 from models import delivery_states, timestamp
-from models.webhooks import FAILED, PENDING, Attempt, Delivery, Event, Webhook
+from models.webhooks import FAILED, PENDING, SKIPPED, Attempt, Delivery, Event, Webhook
 from riskapi.exceptions import ApiError
 from riskapi.services import bulk_write, list_query
 from riskapi.services.messages import message
@@ -105,7 +105,7 @@ def redeliver(agency_id: int, webhook: str, delivery: str) -> flask.Response:
 
 
 def recover_deliveries(agency_id: int, webhook: str) -> flask.Response:
-    """Queue a new round of attempts for every failed delivery of a webhook created in a window."""
+    """Queue a new round of attempts for every failed or skipped delivery of a webhook created in a window."""
     payload, errors = common.body()
     bulk_write.fail_if(errors)
     since = list_query.moment(payload["since"], Delivery.created, upper=False)
@@ -118,7 +118,9 @@ def recover_deliveries(agency_id: int, webhook: str) -> flask.Response:
         hook = webhook_of(agency_id, webhook)
         if hook.disabled is not None:
             raise ApiError(409, "The webhook is disabled; re-enable it first.")
-        window = (Delivery.webhook == hook.id) & (Delivery.status == FAILED) & (Delivery.created >= since)
+        # Skipped ones too (made while it was disabled): each once, and the relay takes them oldest first.
+        unsent = Delivery.status.in_([FAILED, SKIPPED])
+        window = (Delivery.webhook == hook.id) & unsent & (Delivery.created >= since)
         if until is not None:
             window &= Delivery.created < until
         count = delivery_states.requeue(window)

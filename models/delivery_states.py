@@ -1,12 +1,13 @@
 """A delivery's states and transitions: every write of a delivery's state columns is made here.
 
-The state columns (STATE): status (pending, succeeded, failed; `failing` is a pending row with tries > 0,
+The state columns (STATE): status (pending, succeeded, failed, skipped; `failing` is a pending row with tries > 0,
 Delivery.shown_status), tries (attempts this round), next_attempt, relayed (handed to RQ), generation
 (bumped at every hand-over: only its job may act), locked_until (a claim's lease), batch (the RQ job
 carrying it). Callers select (and lock) the rows; these functions write, keeping each transition's guard.
 
     transition        from (guard)                            to                                     by
     create            -                                       pending, tries 0, generation 0         outbox
+                                                              | skipped (its webhook is disabled)
     relay             pending, unrelayed (caller's lock)      relayed, generation + 1, batch         relay
     unrelay           relayed by this pass                    unrelayed (Redis refused the jobs)     relay
     rescue            pending, generation, claim lapsed       unrelayed, unclaimed                   relay
@@ -18,7 +19,8 @@ carrying it). Callers select (and lock) the rows; these functions write, keeping
     settle            generation                              succeeded | pending, next_attempt      outcomes
                                                               | failed; tries + 1 (as decide says)
     succeed_many      generations                             succeeded, tries + 1                   outcomes
-    requeue           any selected (redeliver, recover)       pending, a new round: tries 0          handlers
+    requeue           any selected (redeliver, recover:       pending, a new round: tries 0          handlers
+                      failed or skipped)
     listen_claim      a session's, pending, unclaimed         claimed until a lease                  listen
     listen_settle     a session's                             succeeded | failed, tries + 1          listen
     abandon           pending, selected                       failed, unattempted (session ended)    listen, bench
@@ -30,7 +32,7 @@ import peewee
 
 import models
 from models import inserts, utcnow
-from models.webhooks import FAILED, PENDING, SUCCEEDED, Delivery
+from models.webhooks import FAILED, PENDING, SKIPPED, SUCCEEDED, Delivery
 
 STATE = ("status", "tries", "next_attempt", "relayed", "generation", "locked_until", "batch")
 
@@ -50,16 +52,21 @@ def _unclaimed(now: datetime.datetime) -> peewee.Expression:
     return Delivery.locked_until.is_null() | (Delivery.locked_until < now)
 
 
-def create(rows: list[dict], sessions: set[int], now: datetime.datetime) -> None:
-    """Insert new deliveries (rows of uuid, webhook, stored_event, event, created, updated), each made pending.
+def create(
+    rows: list[dict], sessions: set[int], now: datetime.datetime, skipped: set[int] | frozenset[int] = frozenset()
+) -> None:
+    """Insert new deliveries (rows of uuid, webhook, stored_event, event, created, updated), each made pending,
+    or skipped for the webhooks in `skipped` (disabled: kept for recover, never sent).
 
-    A listen session's are written already relayed, with no next attempt: no relay or worker takes them."""
+    A listen session's and a skipped one are written already relayed, with no next attempt: no relay or worker
+    takes them."""
     for row in rows:
-        row.update(status=PENDING, tries=0, next_attempt=now, generation=0)
-    theirs = [{**row, "relayed": now, "next_attempt": None} for row in rows if row["webhook"] in sessions]
+        row.update(status=SKIPPED if row["webhook"] in skipped else PENDING, tries=0, next_attempt=now, generation=0)
+    unsent = sessions | skipped
+    theirs = [{**row, "relayed": now, "next_attempt": None} for row in rows if row["webhook"] in unsent]
     if theirs:
         inserts.insert(Delivery, _SESSION_DELIVERY, theirs, copy=True)
-    sent = [row for row in rows if row["webhook"] not in sessions] if sessions else rows
+    sent = [row for row in rows if row["webhook"] not in unsent] if unsent else rows
     if sent:
         inserts.insert(Delivery, _DELIVERY, sent, copy=True)
 

@@ -17,9 +17,10 @@ PING = "webhook.ping"
 LISTEN = "listen"
 
 # A delivery's statuses, in the spec's order (DeliveryStatus, the type of Delivery.data.status). The row stores
-# three: FAILING is shown for a PENDING row whose round has made attempts (tries > 0): the last one failed and
+# four: FAILING is shown for a PENDING row whose round has made attempts (tries > 0): the last one failed and
 # the next is due. Stored that way, the relay, claims and the waiting index know one waiting state, as before.
-PENDING, FAILING, SUCCEEDED, FAILED = spec.raw()["components"]["schemas"]["DeliveryStatus"]["enum"]
+# SKIPPED: made while its webhook was disabled, never sent (written already relayed); recover sends it.
+PENDING, FAILING, SUCCEEDED, FAILED, SKIPPED = spec.raw()["components"]["schemas"]["DeliveryStatus"]["enum"]
 
 
 def pack_events(names: Iterable[str]) -> str:
@@ -92,15 +93,22 @@ class Webhook(PublicModel):
         return cls.type != LISTEN
 
     @classmethod
-    def subscribed(cls, agency_id: int, event: str, channels: Iterable[str] = ()) -> "peewee.ModelSelect[Self]":
-        """Select the agency's active webhooks and live listen sessions subscribed to an event, as (id, is a session).
+    def subscribed(
+        cls, agency_id: int, event: str, channels: Iterable[str] = (), exclude: str | None = None
+    ) -> "peewee.ModelSelect[Self]":
+        """Select the agency's webhooks and live listen sessions subscribed to an event, as (id, is a session, is disabled).
 
+        A disabled webhook is selected too (its delivery is written skipped, for recover); a disabled session is not;
+        nor is the webhook `exclude` (a uuid: the one a webhook.disabled tells of).
         Svix's rule: a webhook with channels takes an event only when they share one; one without takes every event.
         """
-        live = cls.listen_expires.is_null() | (cls.listen_expires > utcnow())
-        subscribed = (cls.agency == agency_id) & cls.disabled.is_null() & cls.events.contains(f",{event},") & live
+        session = cls.listen_expires.is_null(False)
+        live = ~session | ((cls.listen_expires > utcnow()) & cls.disabled.is_null())
+        subscribed = (cls.agency == agency_id) & cls.events.contains(f",{event},") & live
         subscribed &= cls.channels.is_null() | shares_channel(cls.channels, channels)
-        return cls.select(cls.id, cls.listen_expires.is_null(False)).where(subscribed)
+        if exclude is not None:
+            subscribed &= cls.uuid != exclude
+        return cls.select(cls.id, session, cls.disabled.is_null(False)).where(subscribed)
 
 
 class Event(BaseModel):

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 import models
-from models.webhooks import PENDING, PING, Delivery, Event, Webhook, pack_events
+from models.webhooks import PENDING, PING, SKIPPED, Delivery, Event, Webhook, pack_events
 from riskapi.webhooks import outbox
 from tests.support import make_tenant
 
@@ -52,10 +52,9 @@ def test_body_is_the_exact_json_sent_and_signed():
     assert b" " not in text and "é".encode() in text
 
 
-def test_nothing_is_written_when_no_active_webhook_is_subscribed(agency):
-    """No subscriber (another event's, a disabled one, another agency's): record() writes nothing and returns []."""
+def test_nothing_is_written_when_no_webhook_is_subscribed(agency):
+    """No subscriber (another event's, another agency's): record() writes nothing and returns []."""
     hook(agency, "vehicle.created")
-    hook(agency, "driver.created", disabled=datetime.datetime(2024, 1, 1))
     hook(make_tenant().agency.id, "driver.created")
     before = Event.select().count()
     with models.atomic():
@@ -103,7 +102,13 @@ def test_each_payload_is_one_event_with_a_pending_delivery_per_subscribed_active
         assert (row.status, row.tries, row.generation, row.event) == (PENDING, 0, 0, "driver.created")
         assert row.relayed is None and row.next_attempt is not None and row.locked_until is None
     assert len({row.uuid for row in rows}) == 4
-    assert deliveries_of(disabled, unsubscribed, foreign) == []
+    assert deliveries_of(unsubscribed, foreign) == []
+    # The disabled webhook's are skipped: written already relayed, with no next attempt, so nothing sends them.
+    skipped = deliveries_of(disabled)
+    assert sorted(row.__data__["stored_event"] for row in skipped) == sorted(e.id for e in events.values())
+    for row in skipped:
+        assert (row.status, row.tries, row.generation, row.event) == (SKIPPED, 0, 0, "driver.created")
+        assert row.relayed is not None and row.next_attempt is None and row.locked_until is None
 
 
 def test_events_roll_back_with_the_callers_transaction(agency):

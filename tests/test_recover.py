@@ -3,6 +3,8 @@
 import datetime
 import time
 
+import orjson
+
 from tests.support import make_webhook
 from tests.webhook_support import add_driver, deliveries, settled
 from toolkit.serving import wait_until
@@ -83,3 +85,49 @@ def test_an_unknown_webhook_is_404_before_the_windows_order_is_checked(client, t
         assert (answer.status_code, answer.json()) == (404, {"message": "Webhook not found.", "status": 404})
     mine = recover(client, tenant, make_webhook(client, tenant), **body)
     assert mine.status_code == 422 and list(mine.json()["errors"]) == ["until"]
+
+
+def toggle(client, tenant, hook, disabled):
+    body = {"data": [{"object": "webhook", "uuid": hook["uuid"], "data": {"disabled": disabled}}]}
+    response = client.patch("/webhooks", json=body, headers=tenant.headers)
+    assert response.status_code == 200, response.text
+
+
+def test_events_made_while_disabled_are_skipped_and_recover_sends_each_once_in_order(client, tenant, receiver, start_worker):
+    start_worker(retry_delays="")
+    hook = make_webhook(client, tenant, url=receiver.url, events=["driver.created"])
+    # Another webhook subscribed to webhook.disabled is told; the disabled one never gets a delivery of its own notice.
+    watcher = make_webhook(client, tenant, url=receiver.url, events=["webhook.disabled"])
+    toggle(client, tenant, hook, True)
+    names = ["one", "two", "three"]
+    for name in names:
+        add_driver(client, tenant, first_name=name)
+    log = deliveries(client, tenant, hook)  # newest first
+    assert [d["data"]["status"] for d in log] == ["skipped"] * 3
+    assert [d["data"]["next_attempt"] for d in log] == [None] * 3
+    assert [d["data"]["attempts"] for d in log] == [[]] * 3
+    assert [d["data"]["event"] for d in log] == ["driver.created"] * 3
+    only = deliveries(client, tenant, hook, **{"filter[status]": "skipped"})
+    assert [d["uuid"] for d in only] == [d["uuid"] for d in log]
+    assert deliveries(client, tenant, hook, **{"filter[status]": "failed,pending"}) == []
+    assert wait_until(lambda: len(receiver.requests) == 1, timeout=30)  # the watcher's webhook.disabled only
+    assert settled(client, tenant, watcher, 1)[0]["data"]["status"] == "succeeded"
+    assert recover(client, tenant, hook, since="2000-01-01T00:00:00Z").status_code == 409
+
+    toggle(client, tenant, hook, None)
+    time.sleep(1.5)  # re-enabling sends nothing by itself
+    assert len(receiver.requests) == 1
+    assert [d["data"]["status"] for d in deliveries(client, tenant, hook)] == ["skipped"] * 3
+    response = recover(client, tenant, hook, since="2000-01-01T00:00:00Z")
+    assert response.status_code == 202, response.text
+    assert response.json()["data"]["deliveries"] == 3
+    assert receiver.wait_for(4)
+    log = settled(client, tenant, hook, 3)
+    assert [d["data"]["status"] for d in log] == ["succeeded"] * 3
+    sent = [r.headers["service-delivery"] for r in receiver.requests[1:]]
+    assert sent == [d["uuid"] for d in reversed(log)]  # each once, in order of creation
+    assert [orjson.loads(r.body)["data"]["data"]["first_name"] for r in receiver.requests[1:]] == names
+    # Recovered once: a second recover finds nothing left to send.
+    assert recover(client, tenant, hook, since="2000-01-01T00:00:00Z").json()["data"]["deliveries"] == 0
+    time.sleep(1.5)
+    assert len(receiver.requests) == 4

@@ -11,7 +11,7 @@ from jobs import queue as jobs_queue
 from jobs import retention
 from models import utcnow
 from models.idempotency import IdempotencyKey
-from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Event
+from models.webhooks import FAILED, PENDING, SKIPPED, SUCCEEDED, Attempt, Delivery, Event
 from riskapi.webhooks import outbox
 from tests.support import make_webhook
 
@@ -85,3 +85,20 @@ def test_the_purge_removes_expired_idempotency_keys_only_in_batches(db_tenant, c
     assert retention.purge_keys(now + datetime.timedelta(seconds=1), batch=2) >= 5
     left_keys = IdempotencyKey.select(IdempotencyKey.key).where(IdempotencyKey.agency == db_tenant.agency.id)
     assert sorted(row.key for row in left_keys) == ["live-0", "live-1"]
+
+
+def test_purge_removes_skipped_deliveries_like_the_others(client, tenant):
+    hook = make_webhook(client, tenant, events=["form.completed"])
+    toggle = {"data": [{"object": "webhook", "uuid": hook["uuid"], "data": {"disabled": True}}]}
+    assert client.patch("/webhooks", json=toggle, headers=tenant.headers).status_code == 200
+    with models.db.connection_context(), models.atomic():
+        events = outbox.record(tenant.agency.id, "form.completed", [{"n": 1}, {"n": 2}])
+    ids = [e["id"] for e in events]
+    with models.db.connection_context():
+        rows = [Delivery.select().join(Event).where(Event.uuid == event_id).get() for event_id in ids]
+        assert [row.status for row in rows] == [SKIPPED, SKIPPED] and {row.relayed is not None for row in rows} == {True}
+        old = utcnow() - datetime.timedelta(days=40)
+        Event.update(created=old).where(Event.uuid == ids[0]).execute()
+        retention.purge(utcnow() - datetime.timedelta(days=30))
+        assert Event.select().where(Event.uuid.in_(ids)).count() == 1
+    assert (left([rows[0].id]), left([rows[1].id])) == (0, 1)

@@ -1,8 +1,9 @@
 """Operational events: an agency's webhooks are told when one of them is disabled or a delivery fails for good.
 
 Written through the outbox in the transaction of the change that causes them, like every event, to the
-agency's active webhooks subscribed to them: a webhook disabled is no longer active, so it never gets its
-own `webhook.disabled`. A `delivery.failed` of a `delivery.failed` is not written: a receiver that fails
+agency's webhooks subscribed to them (skipped for a disabled one, as every event): the webhook disabled never
+gets its own `webhook.disabled`. A skipped delivery is not a failure: no `delivery.failed` tells of one.
+A `delivery.failed` of a `delivery.failed` is not written: a receiver that fails
 every delivery would otherwise be told of its failures for ever.
 """
 
@@ -22,7 +23,7 @@ FAILURES, GONE, MANUAL = "failures", "gone", "manual"
 def webhook_disabled(agency_id: int, webhook: uuid.UUID | str, reason: str, when: datetime.datetime, failures: int) -> None:
     """Write a webhook.disabled event for the agency's other webhooks, in the caller's transaction."""
     data = {"object": "webhook", "uuid": str(webhook), "reason": reason, "disabled": timestamp(when), "failures": failures}
-    outbox.record(agency_id, WEBHOOK_DISABLED, [data])
+    outbox.record(agency_id, WEBHOOK_DISABLED, [data], exclude=str(webhook))
 
 
 def delivery_failed(

@@ -4,6 +4,7 @@ Nothing here talks to Redis: the rows are committed (or rolled back) with the ca
 and the relay (jobs/relay.py) hands committed deliveries to RQ, whenever Redis is reachable.
 A listen session's deliveries (`riskapi listen`) are written already relayed and with no next attempt:
 no relay, rescue or worker ever takes them; the API process holding the session's stream forwards them.
+A disabled webhook's are written the same way with status skipped: nothing sends them until recover does.
 """
 
 import datetime
@@ -21,11 +22,12 @@ _EVENT = ("uuid", "agency", "name", "created", "body", "channels")
 
 
 class Subscribers(list[int]):
-    """Webhook ids subscribed to an event; `sessions` holds those that are listen sessions."""
+    """Webhook ids subscribed to an event; `sessions` holds those that are listen sessions, `skipped` the disabled."""
 
-    def __init__(self, ids: list[int], sessions: set[int]) -> None:
+    def __init__(self, ids: list[int], sessions: set[int], skipped: set[int] | None = None) -> None:
         super().__init__(ids)
         self.sessions = sessions
+        self.skipped = skipped or set()
 
 
 def body(event_uuid: uuid.UUID | str, name: str, created: datetime.datetime, data: Any) -> bytes:
@@ -33,27 +35,41 @@ def body(event_uuid: uuid.UUID | str, name: str, created: datetime.datetime, dat
     return orjson.dumps({"id": str(event_uuid), "event": name, "created": timestamp(created), "data": data})
 
 
-def record(agency_id: int, event: str, payloads: list[dict], keep: bool = False, channels: Sequence[str] = ()) -> list[dict]:
-    """Write one event per payload, and a delivery per subscribed active webhook, in the caller's transaction.
+def record(
+    agency_id: int,
+    event: str,
+    payloads: list[dict],
+    keep: bool = False,
+    channels: Sequence[str] = (),
+    exclude: str | None = None,
+) -> list[dict]:
+    """Write one event per payload, and a delivery per subscribed webhook, in the caller's transaction
+    (a disabled webhook's is skipped: kept for recover, not sent).
 
-    When no active webhook of the agency is subscribed this costs one indexed query and writes nothing,
-    unless `keep` asks to store the events anyway. Returns the events written as {id, event, created}.
+    When no webhook of the agency is subscribed this costs one indexed query and writes nothing,
+    unless `keep` asks to store the events anyway; the webhook `exclude` (a uuid) gets none.
+    Returns the events written as {id, event, created}.
     """
     if not payloads:
         return []
-    webhooks = subscribers(agency_id, event, channels)
+    webhooks = subscribers(agency_id, event, channels, exclude)
     if not webhooks and not keep:
         return []
     return write(agency_id, event, payloads, webhooks, channels)
 
 
-def subscribers(agency_id: int, event: str, channels: Sequence[str] = ()) -> Subscribers:
-    """Return the ids of the agency's active webhooks and live listen sessions that take an event (one indexed query).
+def subscribers(agency_id: int, event: str, channels: Sequence[str] = (), exclude: str | None = None) -> Subscribers:
+    """Return the ids of the agency's webhooks (disabled ones as skipped) and live listen sessions that take an event
+    (one indexed query).
 
     The channels are matched in the query, so webhooks whose channels the event does not share cost nothing more.
     """
-    rows = list(tuples(Webhook.subscribed(agency_id, event, channels)))
-    return Subscribers([webhook_id for webhook_id, _ in rows], {webhook_id for webhook_id, session in rows if session})
+    rows = list(tuples(Webhook.subscribed(agency_id, event, channels, exclude)))
+    return Subscribers(
+        [webhook_id for webhook_id, _, _ in rows],
+        {webhook_id for webhook_id, session, _ in rows if session},
+        {webhook_id for webhook_id, _, disabled in rows if disabled},
+    )
 
 
 def write(agency_id: int, event: str, payloads: list[dict], webhooks: list[int], channels: Sequence[str] = ()) -> list[dict]:
@@ -70,7 +86,8 @@ def ping(webhook: Webhook) -> dict:
 
 
 def trigger(agency_id: int, event: str, data: dict) -> tuple[dict, list[dict]]:
-    """Write one event to every live listen session and active webhook subscribed to it; return it and its deliveries."""
+    """Write one event to every live listen session and webhook subscribed to it (a disabled one's skipped); return it and
+    its deliveries."""
     events, deliveries = _write(agency_id, event, [data], subscribers(agency_id, event))
     return events[0], deliveries
 
@@ -107,5 +124,6 @@ def _write(
         for webhook_id in webhooks
     ]
     sessions = webhooks.sessions if isinstance(webhooks, Subscribers) else set()
-    delivery_states.create(deliveries, sessions, now)
+    skipped = webhooks.skipped if isinstance(webhooks, Subscribers) else set()
+    delivery_states.create(deliveries, sessions, now, skipped)
     return [{"id": str(row["uuid"]), "event": event, "created": timestamp(now)} for row in rows], deliveries
