@@ -24,7 +24,9 @@ def create_listen_session(agency_id: int) -> flask.Response:
     bulk_write.fail_if(errors)
     every = spec.schema("EventName")["enum"]
     with models.atomic():
-        session = listen_sessions.create(agency_id, payload.get("events") or [], payload.get("forward_to"), every)
+        session = listen_sessions.create(
+            agency_id, payload.get("events") or [], payload.get("forward_to"), every, payload.get("channels")
+        )
     return common.respond(201, {"data": listen_sessions.render(session)})
 
 

@@ -18,6 +18,7 @@ import standardwebhooks
 
 from jobs import retention
 from models import utcnow
+from models.tenancy import Risk
 from models.webhooks import Webhook
 from riskapi.webhooks import signing
 from tests.support import make_webhook
@@ -68,6 +69,20 @@ def test_a_triggered_event_is_streamed_signed_then_its_report_is_the_attempt_in_
     ]
     one = client.get(f"/webhooks/{session['uuid']}/deliveries/{made['delivery']}", headers=tenant.headers)
     assert one.status_code == 200 and one.json()["data"] == log[0], one.text
+
+
+def test_a_session_with_a_channel_gets_only_the_events_of_that_channel(client, tenant, connection):
+    other = Risk.create(agency=tenant.agency.id, type="commercial", name="Another customer")
+    session = open_session(client, tenant, events=["driver.created", "form.completed"], channels=[f"risk:{tenant.risk}"])
+    assert session["data"]["channels"] == [f"risk:{tenant.risk}"]
+    for risk in (tenant.risk, str(other.uuid)):
+        created = client.post(f"/risks/{risk}/data/drivers", json=items("driver", {}), headers=tenant.headers)
+        assert created.status_code == 201, created.text
+    published = client.post("/events", json={"event": "form.completed", "data": {"form": "f"}}, headers=tenant.headers)
+    assert published.status_code == 202, published.text  # no channels: not for a session with channels
+    stream = client.get(f"/listen-sessions/{session['uuid']}/stream?timeout=0", headers=tenant.headers)
+    forwarded = [json.loads(data["body"]) for name, data in sse(stream.text) if name == "delivery"]
+    assert [(body["event"], body["data"]["risk"]) for body in forwarded] == [("driver.created", tenant.risk)]
 
 
 def test_a_session_is_not_a_webhook_of_the_plan_nor_of_the_list(client, tenant):

@@ -130,7 +130,8 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> None:
 def cmd_listen(args: argparse.Namespace, settings: Settings) -> None:
     """Forward the agency's events, signed, to a local URL over a connection out to the API (until Ctrl-C)."""
     names = [name for name in (args.events or "").split(",") if name] or None
-    sys.exit(listening.listen(_api(args), args.forward_to, names, sys.stdout))
+    channels = [name for given in args.channel or [] for name in given.split(",") if name] or None
+    sys.exit(listening.listen(_api(args), args.forward_to, names, sys.stdout, channels))
 
 
 def cmd_trigger(args: argparse.Namespace, settings: Settings) -> None:
@@ -201,6 +202,9 @@ def parser() -> argparse.ArgumentParser:
         "--forward-to", required=True, help="the local URL each event is POSTed to, e.g. http://localhost:3000/hooks"
     )
     listen.add_argument("--events", default=None, help="comma-separated event names (default: every event)")
+    listen.add_argument(
+        "--channel", action="append", help="forward only events of this channel, e.g. risk:RISK (repeatable, or comma-separated)"
+    )
     _api_options(listen)
     listen.set_defaults(func=cmd_listen)
     trigger = sub.add_parser("trigger", help=cmd_trigger.__doc__)

@@ -142,13 +142,17 @@ def _answer(status: int, headers: Any, stream: Any) -> dict[str, Any]:
     return {"status": status, "headers": joined, "body": text, "body_truncated": len(kept) > BODY_KEPT}
 
 
-def listen(api: Api, forward_to: str, names: list[str] | None, out: IO[str]) -> int:
-    """Forward the agency's events to a local URL until Ctrl-C; return the exit code."""
+def listen(api: Api, forward_to: str, names: list[str] | None, out: IO[str], channels: list[str] | None = None) -> int:
+    """Forward the agency's events (of these channels, if named) to a local URL until Ctrl-C; return the exit code."""
     body: dict[str, Any] = {"forward_to": forward_to}
     if names:
         body["events"] = names
+    if channels:
+        body["channels"] = channels
     session = api.call("POST", "/listen-sessions", body)["data"]
     which = ", ".join(session["data"]["events"]) if names else "every event"
+    if channels:
+        which += " of channels " + ", ".join(session["data"]["channels"])
     secret = session["meta"]["signing_secret"]
     ready = f"Ready! Forwarding {which} to {forward_to}. Your webhook signing secret is {secret}"
     _say(out, f"{ready} (session {session['uuid']}; ^C to quit)")

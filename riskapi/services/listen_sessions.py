@@ -15,7 +15,20 @@ import orjson
 
 import models
 from models import delivery_states, timestamp, utcnow
-from models.webhooks import FAILED, LISTEN, PENDING, SUCCEEDED, Attempt, Delivery, Event, Webhook, pack_events, unpack_events
+from models.webhooks import (
+    FAILED,
+    LISTEN,
+    PENDING,
+    SUCCEEDED,
+    Attempt,
+    Delivery,
+    Event,
+    Webhook,
+    pack_channels,
+    pack_events,
+    unpack_channels,
+    unpack_events,
+)
 from riskapi.exceptions import ApiError
 from riskapi.webhooks import requests, signing
 
@@ -27,8 +40,10 @@ CLAIM = datetime.timedelta(seconds=60)
 BATCH = 50
 
 
-def create(agency_id: int, events: list[str], forward_to: str | None, every_event: list[str]) -> Webhook:
-    """Open a session of the agency for these events (every event when none are named)."""
+def create(
+    agency_id: int, events: list[str], forward_to: str | None, every_event: list[str], channels: list[str] | None = None
+) -> Webhook:
+    """Open a session of the agency for these events (every event when none are named) and channels (a webhook's rule)."""
     now = utcnow()
     return Webhook.create(
         agency=agency_id,
@@ -36,6 +51,7 @@ def create(agency_id: int, events: list[str], forward_to: str | None, every_even
         description=None,
         url=forward_to or "",
         events=pack_events(events or every_event),
+        channels=pack_channels(channels),
         secret=signing.generate_secret(),
         created=now,
         updated=now,
@@ -50,6 +66,7 @@ def render(session: Webhook) -> dict:
         "uuid": str(session.uuid),
         "data": {
             "events": unpack_events(session.events),
+            "channels": unpack_channels(session.channels),
             "forward_to": session.url or None,
             "expires": timestamp(session.listen_expires or session.created),
         },
