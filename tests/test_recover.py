@@ -93,7 +93,7 @@ def toggle(client, tenant, hook, disabled):
     assert response.status_code == 200, response.text
 
 
-def test_events_made_while_disabled_are_skipped_and_recover_sends_each_once_in_order(client, tenant, receiver, start_worker):
+def test_events_made_while_disabled_are_skipped_and_recover_sends_each_once(client, tenant, receiver, start_worker):
     start_worker(retry_delays="")
     hook = make_webhook(client, tenant, url=receiver.url, events=["driver.created"])
     # Another webhook subscribed to webhook.disabled is told; the disabled one never gets a delivery of its own notice.
@@ -124,9 +124,11 @@ def test_events_made_while_disabled_are_skipped_and_recover_sends_each_once_in_o
     assert receiver.wait_for(4)
     log = settled(client, tenant, hook, 3)
     assert [d["data"]["status"] for d in log] == ["succeeded"] * 3
+    # Each once; queued oldest first, but two attempts to a webhook may be in flight at once, so the
+    # order of arrival is not promised (spec: recover; docs/webhook-delivery.md, ordering).
     sent = [r.headers["service-delivery"] for r in receiver.requests[1:]]
-    assert sent == [d["uuid"] for d in reversed(log)]  # each once, in order of creation
-    assert [orjson.loads(r.body)["data"]["data"]["first_name"] for r in receiver.requests[1:]] == names
+    assert sorted(sent) == sorted(d["uuid"] for d in log)
+    assert sorted(orjson.loads(r.body)["data"]["data"]["first_name"] for r in receiver.requests[1:]) == sorted(names)
     # Recovered once: a second recover finds nothing left to send.
     assert recover(client, tenant, hook, since="2000-01-01T00:00:00Z").json()["data"]["deliveries"] == 0
     time.sleep(1.5)
