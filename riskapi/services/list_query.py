@@ -1,17 +1,20 @@
 """Filters, sorts and includes of a list operation, read from its parameters in the spec."""
 
 import datetime
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 import flask
 import peewee
 
 import spec
-from models.webhooks import shares_channel
+from models.risk_data import InRisk
+from models.webhooks import Delivery, Webhook, shares_channel
 from riskapi.exceptions import ValidationFailed
 from riskapi.services.messages import listing, message
 from riskapi.services.pagination import Key
 from riskapi.services.render import Model
+
+Listed = TypeVar("Listed", bound=peewee.Model)
 
 
 def _contains(field: peewee.ColumnBase, text: str) -> peewee.Expression:
@@ -67,6 +70,12 @@ class ListSpec:
     def field(self, name: str) -> peewee.Field:
         """Return the model column behind a filter or sort name."""
         return self.model._meta.fields[name]
+
+    def only(self, kind: type[Listed]) -> type[Listed]:
+        """Return the listed model as the one kind the spec gives a filter to; any other is a spec error."""
+        if not issubclass(self.model, kind):
+            raise TypeError(f"{self.signature}: this filter belongs to a list of {kind.__name__}")
+        return self.model
 
     def keys(self, sort: list | None) -> list[Key]:
         """Return the ordering keys of a sort, ended by the unique id."""
@@ -128,7 +137,7 @@ class ListSpec:
     def _is_disabled(self, name: str, value: str, risk_id: int) -> peewee.ColumnBase:
         """Narrow to active rows on `false`; `true` includes disabled ones too, so it narrows nothing."""
         # The spec gives this filter to the webhooks list alone.
-        return self.model.disabled.is_null() if value in {"false", "0"} else peewee.SQL("1 = 1")  # type: ignore[union-attr]
+        return self.only(Webhook).disabled.is_null() if value in {"false", "0"} else peewee.SQL("1 = 1")
 
     def _any_of(self, name: str, value: str, risk_id: int) -> peewee.ColumnBase:
         """Match rows naming any of the comma-separated values."""
@@ -150,12 +159,12 @@ class ListSpec:
     def _delivery_status(self, name: str, value: str, risk_id: int) -> peewee.ColumnBase:
         """Match deliveries showing any of the comma-separated statuses (some are read from more than the column)."""
         # The spec gives this filter to the delivery list alone.
-        return self.model.status_in(value.split(","))  # type: ignore[union-attr]
+        return self.only(Delivery).status_in(value.split(","))
 
     def _response_status(self, name: str, value: str, risk_id: int) -> peewee.ColumnBase:
         """Match deliveries whose last attempt was answered with any of the comma-separated codes or classes."""
         # The spec gives this filter to the delivery list alone.
-        return self.model.last_response_in(value.split(","))  # type: ignore[union-attr]
+        return self.only(Delivery).last_response_in(value.split(","))
 
     def _exact(self, name: str, value: str, risk_id: int) -> peewee.ColumnBase:
         """Match any of the comma-separated values exactly (in the column `x-field` names, or the filter's own)."""
@@ -168,7 +177,7 @@ class ListSpec:
     def _reference(self, name: str, value: str, risk_id: int) -> peewee.ColumnBase:
         """Match rows referring to any of the comma-separated uuids or numbers of the referenced kind."""
         field = self.field(name)
-        target = self.model.REFERENCES[name]  # type: ignore[union-attr]  # the spec gives reference filters to risk data alone
+        target = self.only(InRisk).REFERENCES[name]  # the spec gives reference filters to risk data alone
         uuids = [v.lower() for v in value.split(",") if "-" in v]
         numbers = [int(v) for v in value.split(",") if "-" not in v]
         match = target.select(target.id).where((target.risk == risk_id) & (target.uuid.in_(uuids) | target.number.in_(numbers)))
