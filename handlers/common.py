@@ -12,6 +12,7 @@ import orjson
 import peewee
 from connexion import context
 
+import models
 import spec
 from handlers import settings
 from models.tenancy import AppKey, Risk
@@ -90,6 +91,37 @@ def list_page(
     rows, next_cursor, prev_cursor = paginator.page(rows_query, per_page, cursor, fetch)
     args = list(flask.request.args.items(multi=True))
     return respond(200, envelope(render_rows(rows), per_page, next_cursor, prev_cursor, flask.request.base_url, args))
+
+
+def list_page_with_children(
+    model: render.Model,
+    rows_query: "peewee.ModelSelect[Any]",
+    children: Callable[[list[int]], dict[int, list[dict]]],
+    render_row: Callable[[dict, list[dict]], dict],
+    scope_id: int,
+    per_page: int,
+    cursor: str | None,
+    filters: Any,
+    sort: list[str] | None,
+) -> flask.Response:
+    """Answer a list page whose rows (dicts) are read with their children (children(ids) -> {id: [...]}) in one snapshot.
+
+    One snapshot: a child written between the two reads would show beside its parent's state from before it.
+    Only these two reads: a write the request makes (the cursor key's first use) stays out of it, and SQLite's
+    writers are not held.
+    """
+    found: dict[int, list[dict]] = {}
+
+    def fetch(query: Any) -> list[dict]:
+        with models.snapshot():
+            page = list(query)
+            found.update(children([row["id"] for row in page]))
+        return page
+
+    def render_rows(page: list[dict]) -> list[dict]:
+        return [render_row(row, found[row["id"]]) for row in page]
+
+    return list_page(model, rows_query, scope_id, per_page, cursor, filters, sort, render_rows, fetch)
 
 
 @functools.cache

@@ -56,21 +56,7 @@ def list_deliveries(
     """List a webhook's deliveries, newest first."""
     hook = webhook_of(agency_id, webhook, sessions=True)  # a listen session's log too
     rows = _select().where(Delivery.webhook == hook.id).dicts()
-    attempts: dict = {}
-
-    def fetch(query: Any) -> list[dict]:
-        # The page's deliveries and their attempts in one snapshot: an attempt recorded between the two
-        # reads would show beside its delivery's state from before it. Only these two reads: a write the
-        # request makes (the cursor key's first use) stays out of it, and SQLite's writers are not held.
-        with models.snapshot():
-            page = list(query)
-            attempts.update(_attempts([row["id"] for row in page]))
-        return page
-
-    def render_page(page: list[dict]) -> list[dict]:
-        return [render(row, attempts[row["id"]]) for row in page]
-
-    return common.list_page(Delivery, rows, agency_id, per_page, cursor, filter_, sort, render_page, fetch)
+    return common.list_page_with_children(Delivery, rows, _attempts, render, agency_id, per_page, cursor, filter_, sort)
 
 
 def _delivery_of(hook: Webhook, delivery: str) -> Delivery:

@@ -46,18 +46,7 @@ def list_events(
 ) -> flask.Response:
     """List the agency's events, newest first, each with the deliveries it made."""
     rows = Event.select().where(Event.agency == agency_id).dicts()
-    made: dict[int, list[dict]] = {}
-
-    def fetch(query: Any) -> list[dict]:
-        with models.snapshot():  # the page's events and their deliveries as of one moment
-            page = list(query)
-            made.update(_deliveries([row["id"] for row in page]))
-        return page
-
-    def render_page(page: list[dict]) -> list[dict]:
-        return [render(row, made[row["id"]]) for row in page]
-
-    return common.list_page(Event, rows, agency_id, per_page, cursor, filter_, sort, render_page, fetch)
+    return common.list_page_with_children(Event, rows, _deliveries, render, agency_id, per_page, cursor, filter_, sort)
 
 
 def get_event(agency_id: int, event: str) -> flask.Response:
