@@ -23,7 +23,8 @@ def serve(tmp_path):
     argv = [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
     process = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
     try:
-        assert wait_until(lambda: len(api_processes(process)) == 2 and answers(f"http://127.0.0.1:{port}/api/v1"), timeout=60)
+        # Both listening: each process listens once its app is built, so one may answer while the other still builds.
+        assert wait_until(lambda: all_listening(process, port, 2) and answers(f"http://127.0.0.1:{port}/api/v1"), timeout=60)
         yield process, port
     finally:
         stop_serve(process)
@@ -34,6 +35,16 @@ def api_processes(serve: subprocess.Popen) -> list[psutil.Process]:
         return [child for child in psutil.Process(serve.pid).children() if "riskapi.process.sockets" in " ".join(child.cmdline())]
     except psutil.Error:
         return []
+
+
+def all_listening(serve: subprocess.Popen, port: int, count: int) -> bool:
+    """Tell whether serve runs `count` API processes and each listens on the port."""
+    apis = api_processes(serve)
+    try:
+        listening = [any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in a.net_connections("tcp")) for a in apis]
+    except psutil.Error:
+        return False
+    return len(apis) == count and all(listening)
 
 
 def established(process: psutil.Process, port: int) -> int:
