@@ -97,3 +97,16 @@ def test_channels_are_set_cleared_filtered_and_checked(client, tenant):
     assert too_many.status_code == 422 and list(too_many.json()["errors"]) == ["channels"]
     wrong = client.post("/events", json={"event": FORM, "data": {}, "channels": ["é"]}, headers=tenant.headers)
     assert wrong.status_code == 422 and list(wrong.json()["errors"]) == ["channels.0"]
+
+
+def test_an_update_whose_values_break_the_schema_is_a_422_whatever_else_it_holds(client, tenant):
+    """Found by Schemathesis: `channels: [null, null]` on PATCH reached the planner, which packed it (500)."""
+    hook = make_webhook(client, tenant, channels=["risk:a"])
+    for data in ({"channels": [None, None]}, {"channels": [None], "url": "https://hooks.riskapi.dev/b", "events": [None]}):
+        for headers in ({}, {"Precognition": "true"}):
+            body = {"data": [{"object": "webhook", "uuid": hook["uuid"], "data": data}]}
+            answer = client.patch("/webhooks", json=body, headers={**tenant.headers, **headers})
+            assert answer.status_code == 422, answer.text
+            assert "data.0.data.channels.0" in answer.json()["errors"]
+    shown = client.get("/webhooks", headers=tenant.headers).json()["data"]
+    assert [(h["uuid"], h["data"]["channels"]) for h in shown] == [(hook["uuid"], ["risk:a"])]

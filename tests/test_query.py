@@ -226,6 +226,9 @@ def test_moment_clamps_bounds_past_the_ends_of_time():
     assert moment("9999-12-31", Driver.created, True) == datetime.datetime.max
     assert moment("9999-12-31T23:00:00-05:00", Driver.created, False) == datetime.datetime.max
     assert moment("0001-01-01T00:00:00+05:00", Driver.created, True) == datetime.datetime.min
+    # Year 0000 (the spec's patterns take it) is before anything stored, as a date and as a timestamp.
+    assert moment("0000-02-29", Driver.license_expiration, True) == datetime.date.min
+    assert moment("0000-12-31T23:00:00-05:00", Driver.created, False) == datetime.datetime.min
 
 
 def test_a_field_name_is_the_model_column():

@@ -37,7 +37,10 @@ def moment(text: str, field: peewee.Field, upper: bool) -> datetime.date:
 
     A bound past the ends of Python's datetime (9999-12-31 plus a day, or an offset that crosses
     year 1 or 9999) is clamped to that end: it still means "no earlier" or "no later" than anything stored.
+    So is year 0000, which the spec's pattern takes (ISO 8601's year before year 1) and Python has not.
     """
+    if text.startswith("0000-"):
+        return datetime.datetime.min if isinstance(field, peewee.DateTimeField) else datetime.date.min
     if isinstance(field, peewee.DateTimeField):
         if len(text) == 10:
             day = datetime.datetime.combine(datetime.date.fromisoformat(text), datetime.time())

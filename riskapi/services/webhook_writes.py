@@ -143,8 +143,7 @@ class Update(_Write):
     def plan(self, payload: Any, errors: Errors) -> list[tuple]:
         """Return [(index, current row, changes)] of a valid update."""
         found = self._existing(payload, errors)
-        now = utcnow()
-        plan = []
+        checked = []
         for i, _, values in entries(items(payload)):
             url = _check_url(values, f"data.{i}.data.url", errors, self.allow_private)
             _check_headers(values, f"data.{i}.data.headers", errors)
@@ -154,8 +153,11 @@ class Update(_Write):
             path = f"data.{i}.data.type"
             if "type" in values and values["type"] != current["type"] and errors.clean(path):
                 errors.add(path, message("immutable", path))
-            plan.append((i, current, _changes(values, current, url, now)))
-        return plan
+            checked.append((i, current, values, url))
+        if errors:  # the schema's errors among them: values that broke it are never turned into columns
+            return []
+        now = utcnow()
+        return [(i, current, _changes(values, current, url, now)) for i, current, values, url in checked]
 
     def apply(self, plan: list[tuple]) -> list[dict]:
         enabling = sum(1 for _, _, changes in plan if "disabled" in changes and changes["disabled"] is None)

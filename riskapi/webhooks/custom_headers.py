@@ -6,14 +6,16 @@ import re
 
 import orjson
 
+import spec
 from models.webhooks import MASK
 
+_RULES = spec.schema("WebhookHeaders")
 # RFC 9110's token: the characters a header name may have.
-TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+TOKEN = re.compile(_RULES["x-name-pattern"])
 # The delivery sets these itself (riskapi.webhooks.requests, jobs.https.transport): a webhook's own
 # would replace a signature or desynchronise the request, so they are refused.
-_OWNED = frozenset({"content-type", "content-length", "host", "user-agent", "connection", "transfer-encoding"})
-_OWNED_PREFIXES = ("service-", "webhook-")
+_OWNED = frozenset(name.lower() for name in _RULES["x-refused-names"])
+_OWNED_PREFIXES = tuple(prefix.lower() for prefix in _RULES["x-refused-prefixes"])
 
 
 def refused(name: str) -> bool:

@@ -9,6 +9,8 @@ import re
 import socket
 from urllib.parse import quote, urlsplit, urlunsplit
 
+import spec
+
 MAX_LENGTH = 2048  # the column's size, and the spec's maxLength
 
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
@@ -16,9 +18,9 @@ _NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
 # C0 controls, space, DEL and C1 controls: http.client refuses some, receivers misread the rest.
 _UNSENDABLE = re.compile(r"[\x00-\x20\x7f-\x9f]")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
-# Names that never resolve on the public internet (RFC 2606, RFC 6761, RFC 6762, RFC 7686, RFC 8375, RFC 9476,
-# ICANN's .internal): a receiver there is private or nowhere, with or without the root's trailing dot.
-_NOT_PUBLIC = ("localhost", "test", "invalid", "example", "local", "onion", "alt", "internal", "home.arpa")
+# Names that never resolve on the public internet: a receiver there is private or nowhere, with or without the
+# root's trailing dot. The spec lists them (WebhookUrl's x-not-public-names), so clients and fuzzers can read them.
+_NOT_PUBLIC = tuple(spec.schema("WebhookUrl")["x-not-public-names"])
 
 
 def _percent_encode(text: str) -> str:
