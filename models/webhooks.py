@@ -1,13 +1,14 @@
 """Webhook subscriptions, the events that feed them, and their deliveries with every attempt."""
 
 import uuid
-from collections.abc import Iterable, Sequence
-from typing import Self
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import peewee
 
 import spec
 from models import BaseModel, PublicModel, utcnow
+from models.prepared import Prepared
 from models.tenancy import Agency
 
 # The event names are the spec's (EventName); this one the service sends by itself.
@@ -92,23 +93,64 @@ class Webhook(PublicModel):
         """Select subscriptions, not listen sessions: what the webhook operations show, change and count."""
         return cls.type != LISTEN
 
+    def save(self, force_insert: bool = False, only: Any = None) -> Any:
+        """Save the row; a new row, or one whose channels changed, files its channels (WebhookChannel)."""
+        filing = self.id is None or force_insert or "channels" in {field.name for field in self.dirty_fields}
+        saved = super().save(force_insert=force_insert, only=only)
+        if filing:
+            WebhookChannel.file(self.agency_id, {self.id: self.channels})
+        return saved
+
     @classmethod
     def subscribed(
         cls, agency_id: int, event: str, channels: Iterable[str] = (), exclude: str | None = None
-    ) -> "peewee.ModelSelect[Self]":
-        """Select the agency's webhooks and live listen sessions subscribed to an event, as (id, is a session, is disabled).
+    ) -> list[tuple[int, bool, bool]]:
+        """Return the agency's webhooks and live listen sessions subscribed to an event, as (id, is a session, is disabled).
 
         A disabled webhook is selected too (its delivery is written skipped, for recover); a disabled session is not;
         nor is the webhook `exclude` (a uuid: the one a webhook.disabled tells of).
         Svix's rule: a webhook with channels takes an event only when they share one; one without takes every event.
+        The channels are looked up in WebhookChannel's index, so the webhooks an event does not reach are never read;
+        the query is written once per shape (models.prepared): every write of risk data runs it.
         """
-        session = cls.listen_expires.is_null(False)
-        live = ~session | ((cls.listen_expires > utcnow()) & cls.disabled.is_null())
-        subscribed = (cls.agency == agency_id) & cls.events.contains(f",{event},") & live
-        subscribed &= cls.channels.is_null() | shares_channel(cls.channels, channels)
-        if exclude is not None:
-            subscribed &= cls.uuid != exclude
-        return cls.select(cls.id, session, cls.disabled.is_null(False)).where(subscribed)
+        names = [WebhookChannel.EVERY, *dict.fromkeys(channels)]
+        escaped = event.replace("\\", "\\\\").replace("_", "\\_").replace("%", "\\%")
+        excluded = [] if exclude is None else [cls.uuid.db_value(exclude)]
+        now = cls.listen_expires.db_value(utcnow())
+        rows = _SUBSCRIBED.rows(agency_id, names, f"%,{escaped},%", now, excluded)
+        return [(webhook_id, bool(session), bool(disabled)) for webhook_id, session, disabled in rows]
+
+
+class WebhookChannel(BaseModel):
+    """One channel of a webhook, a row a name, so that an event finds its webhooks through one index (issue 34).
+
+    A webhook without channels takes every event of its types: it has one row named EVERY (the empty name, which
+    the spec's pattern gives no channel), and every event's lookup asks for it. The webhook's `channels` column
+    keeps the names in their order for answers; every write that sets it files these rows (`file`).
+    """
+
+    EVERY = ""
+
+    # The agency leads the index: an event's lookup is (its agency, the names it carries and EVERY).
+    agency = peewee.ForeignKeyField(Agency, on_delete="CASCADE", index=False)
+    name = peewee.CharField(max_length=128)
+    webhook = peewee.ForeignKeyField(Webhook, on_delete="CASCADE")
+
+    class Meta:
+        indexes = ((("agency", "name", "webhook"), True),)
+
+    @classmethod
+    def file(cls, agency_id: int, packed: Mapping[int, str | None]) -> None:
+        """Replace the rows of these webhooks of one agency from their packed channels ({id: channels column})."""
+        if not packed:
+            return
+        cls.delete().where(cls.webhook.in_(list(packed))).execute()
+        rows = [
+            {"agency": agency_id, "name": name, "webhook": webhook_id}
+            for webhook_id, channels in packed.items()
+            for name in dict.fromkeys(unpack_channels(channels) or [cls.EVERY])
+        ]
+        cls.insert_many(rows).execute()
 
 
 class Event(BaseModel):
@@ -223,4 +265,20 @@ def _any(clauses: Sequence[peewee.ColumnBase]) -> peewee.ColumnBase:
     return result
 
 
-WEBHOOK_MODELS = [Webhook, Event, Delivery, Attempt]
+def _subscribed(agency: Any, names: list[Any], pattern: Any, now: Any, exclude: list[Any]) -> "peewee.ModelSelect[Webhook]":
+    """Build Webhook.subscribed's query from its slots."""
+    channel = WebhookChannel
+    reached = channel.select(channel.webhook).where((channel.agency == agency) & channel.name.in_(names))
+    session = Webhook.listen_expires.is_null(False)
+    live = ~session | ((Webhook.listen_expires > now) & Webhook.disabled.is_null())
+    # contains() as Peewee writes it (ILIKE, `\` escaping `_` and `%`), with the pattern a slot
+    events = peewee.Expression(Webhook.events, peewee.OP.ILIKE, peewee.NodeList((pattern, peewee.SQL("ESCAPE '\\'"))))
+    subscribed = Webhook.id.in_(reached) & events & live
+    if exclude:
+        subscribed &= Webhook.uuid.not_in(exclude)
+    return Webhook.select(Webhook.id, session, Webhook.disabled.is_null(False)).where(subscribed)
+
+
+_SUBSCRIBED = Prepared(_subscribed)
+
+WEBHOOK_MODELS = [Webhook, WebhookChannel, Event, Delivery, Attempt]

@@ -59,6 +59,39 @@ def test_webhooks_receive_exactly_the_events_their_channels_share(client, tenant
     )
 
 
+def test_a_webhook_takes_the_channels_of_its_last_write_and_a_deleted_one_takes_nothing(client, tenant):
+    """The channels are looked up in their own table (WebhookChannel): every write of a webhook's channels files them."""
+    from models.webhooks import Webhook, WebhookChannel
+
+    def reached(**body) -> list[str]:
+        event = publish(client, tenant, **body)
+        shown = client.get(f"/events/{event['id']}", headers=tenant.headers).json()["data"]
+        return [delivery["webhook"] for delivery in shown["data"]["deliveries"]]
+
+    hook = make_webhook(client, tenant, events=[FORM], channels=["x", "y"])
+    assert reached(channels=["y"]) == [hook["uuid"]] and reached() == []
+
+    def update(channels) -> None:
+        change = {"data": [{"object": "webhook", "uuid": hook["uuid"], "data": {"channels": channels}}]}
+        assert client.patch("/webhooks", json=change, headers=tenant.headers).status_code == 200
+
+    update(None)  # every event of its types again
+    assert reached() == [hook["uuid"]] and reached(channels=["z"]) == [hook["uuid"]]
+    update(["z"])
+    assert reached(channels=["y"]) == [] and reached() == [] and reached(channels=["z", "y"]) == [hook["uuid"]]
+    with models.db.connection_context():
+        ids = [i for (i,) in Webhook.select(Webhook.id).where(Webhook.agency == tenant.agency).tuples()]
+        assert [
+            name for (name,) in WebhookChannel.select(WebhookChannel.name).where(WebhookChannel.webhook.in_(ids)).tuples()
+        ] == ["z"]
+    deleted = client.request(
+        "DELETE", "/webhooks", json={"data": [{"object": "webhook", "uuid": hook["uuid"]}]}, headers=tenant.headers
+    )
+    assert deleted.status_code == 200, deleted.text
+    with models.db.connection_context():
+        assert WebhookChannel.select().where(WebhookChannel.webhook.in_(ids)).count() == 0
+
+
 def test_channels_are_set_cleared_filtered_and_checked(client, tenant):
     hook = make_webhook(client, tenant, channels=["a", "b", "a"])
     assert hook["data"]["channels"] == ["a", "b"]

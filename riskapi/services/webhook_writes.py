@@ -8,7 +8,7 @@ from typing import Any
 import models
 from models import utcnow
 from models.tenancy import Agency
-from models.webhooks import Webhook, pack_channels, pack_events, unpack_channels, unpack_events
+from models.webhooks import Webhook, WebhookChannel, pack_channels, pack_events, unpack_channels, unpack_events
 from riskapi.exceptions import ApiError
 from riskapi.services.bulk_write import Errors, entries, existing, items
 from riskapi.services.messages import message
@@ -134,6 +134,7 @@ class Create(_Write):
         ids = Webhook.insert_many(rows).returning(Webhook.id).tuples().execute()
         for row, (new_id,) in zip(rows, ids, strict=True):
             row["id"] = new_id
+        WebhookChannel.file(self.agency_id, {row["id"]: row["channels"] for row in rows})
         return [render(row) for row in rows]
 
 
@@ -166,6 +167,8 @@ class Update(_Write):
         now = utcnow()
         for _, current, changes in plan:
             Webhook.update(**changes, updated=now).where(Webhook.id == current["id"]).execute()
+        refiled = {current["id"]: changes["channels"] for _, current, changes in plan if "channels" in changes}
+        WebhookChannel.file(self.agency_id, refiled)
         for _, current, changes in plan:  # once every item is written: none of the webhooks disabled here is told
             if changes.get("disabled") is not None:
                 notices.webhook_disabled(

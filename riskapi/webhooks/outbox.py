@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from models import delivery_states, inserts, timestamp, tuples, utcnow
+from models import delivery_states, inserts, timestamp, utcnow
 from models.webhooks import PING, Event, Webhook, pack_channels
 
 # The columns each row sets (the others stay NULL), as Peewee's insert_many of these rows wrote them.
@@ -64,7 +64,7 @@ def subscribers(agency_id: int, event: str, channels: Sequence[str] = (), exclud
 
     The channels are matched in the query, so webhooks whose channels the event does not share cost nothing more.
     """
-    rows = list(tuples(Webhook.subscribed(agency_id, event, channels, exclude)))
+    rows = Webhook.subscribed(agency_id, event, channels, exclude)
     return Subscribers(
         [webhook_id for webhook_id, _, _ in rows],
         {webhook_id for webhook_id, session, _ in rows if session},

@@ -1,0 +1,30 @@
+"""models.prepared: a query's text written once per shape, each call's values bound in the order the text asks for."""
+
+import pytest
+
+from models.prepared import Prepared
+from models.tenancy import Agency
+
+
+def test_values_are_bound_where_the_text_wants_them_whatever_order_they_were_given_in(connection):
+    Agency.create(name="prepared-a", webhook_limit=3)
+    Agency.create(name="prepared-b", webhook_limit=7)
+
+    def build(floor, names, label):
+        # The text has the select list (label) first, then the where (names, floor): the reverse of the slots' order.
+        where = Agency.name.in_(names) & (Agency.webhook_limit > floor)
+        return Agency.select(Agency.name, label).where(where).order_by(Agency.id)
+
+    query = Prepared(build)
+    assert query.rows(0, ["prepared-a", "prepared-b"], 1) == [("prepared-a", 1), ("prepared-b", 1)]
+    assert query.rows(5, ["prepared-b"], 2) == [("prepared-b", 2)]
+    assert query.rows(5, ["prepared-a", "prepared-b", "none"], 3) == [("prepared-b", 3)]
+    assert len(query.texts) == 3  # one text per length of the list
+    assert query.rows(0, ["prepared-a"], 4) == [("prepared-a", 4)] and len(query.texts) == 3
+
+
+def test_a_query_binding_a_value_of_its_own_is_refused(connection):
+    with pytest.raises(ValueError, match="binds only its slots"):
+        Prepared(lambda name: Agency.select().where((Agency.name == name) & (Agency.webhook_limit > 3))).rows("x")
+    with pytest.raises(ValueError, match="each of its slots once"):
+        Prepared(lambda name, unused: Agency.select().where(Agency.name == name)).rows("x", "y")
