@@ -1,5 +1,8 @@
 """Per-token rate limits shared through Redis by two API processes, answered as Laravel's throttle does."""
 
+import time
+import types
+
 import httpx
 import pytest
 
@@ -94,7 +97,8 @@ def _process(redis_url: str, limit: int, clock: _Clock, monkeypatch) -> tuple:
     """Return (a RateLimitMiddleware of one API process, the list of units it leased from Redis, one per round trip)."""
     from riskapi.api import rate_limits
 
-    monkeypatch.setattr(rate_limits.time, "monotonic", clock)
+    # The module's own clock, not time.monotonic itself: asyncio's loop reads that one for the client's timeouts.
+    monkeypatch.setattr(rate_limits, "time", types.SimpleNamespace(monotonic=clock, time=time.time))
     middleware = rate_limits.RateLimitMiddleware(None, redis_url, limit)
     leased = []
     lease = middleware._lease
@@ -162,3 +166,44 @@ def test_a_lease_ends_with_its_window(redis_url, monkeypatch):
 
     assert asyncio.run(scenario()) == (99, None)
     assert leased == [1, 1, 1, 3, 1]
+
+
+def test_a_silent_redis_is_asked_again_once_in_a_while_not_by_every_request(redis_url, monkeypatch):
+    """A Redis cut off by the network hangs each call for its timeout: once known away, requests do not wait on it."""
+    import asyncio
+
+    import redis.asyncio
+
+    from riskapi.api import rate_limits
+    from toolkit.serving import wait_until
+    from toolkit.silent import SilentServer
+
+    clock = _Clock()
+    token = b"Bearer silent-redis"
+    with SilentServer() as silent:
+        middleware, leased = _process(silent.url, 100, clock, monkeypatch)
+
+        async def scenario():
+            answers = [await middleware._spend(token, 1) for _ in range(20)]
+            clock.now += rate_limits.AWAY / 2
+            answers += [await middleware._spend(token, 1) for _ in range(20)]
+            clock.now += rate_limits.AWAY  # one request asks again, finds it still silent
+            answers += [await middleware._spend(token, 1) for _ in range(20)]
+            return answers
+
+        answers = asyncio.run(scenario())
+        assert answers == [None] * 60  # every request let through uncounted
+        assert len(leased) == 60  # each of them wanted a lease...
+        assert wait_until(lambda: silent.accepted >= 2, timeout=10)
+        assert silent.accepted == 2  # ...and Redis was asked twice: first, and once AWAY had passed
+
+    # The link heals: once AWAY has passed, the first request that asks gets its count, and the limits are back.
+    middleware.redis = redis.asyncio.Redis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
+
+    async def healed():
+        still_away = await middleware._spend(token, 1)
+        clock.now += rate_limits.AWAY
+        return still_away, [await middleware._spend(token, 1) for _ in range(3)]
+
+    still_away, counted = asyncio.run(healed())
+    assert still_away is None and [left for left, _ in counted] == [99, 98, 97]

@@ -5,7 +5,10 @@ its body, so a bulk write of a thousand objects weighs more than a read. The win
 starts with the token's first request (Laravel's decay of 60 s). Every response says the limit and
 what is left (`X-RateLimit-Limit`, `X-RateLimit-Remaining`); past it, 429 with `Retry-After`.
 When Redis does not answer, requests are let through (logged once a minute): a limiter that is down
-must not take the API down with it.
+must not take the API down with it. Nor slow it down: once Redis has failed to answer, it is known to be
+away, and for AWAY seconds no request waits on it; then one request asks again while the others pass, and
+the first answer puts the limits back (a silent Redis, cut off by the network, cost every request its
+0.5 s timeout before: issue 36).
 
 A round trip to Redis per request would cost a busy token more than its request's routing. So each
 process leases units from the token's window in Redis and spends them locally, leasing again when they
@@ -33,6 +36,8 @@ WINDOW = 60
 BODY_UNIT = 64 * 1024
 # Never counted: the probes, the metrics, and what a browser or a reviewer reads without a token.
 EXEMPT = (*(f"{spec.base_path()}/{name}" for name in ("healthz", "readyz", "openapi", "docs")), "/metrics")
+# How long Redis, once it failed to answer, is known to be away: one request in this long asks it again.
+AWAY = 5.0
 # Leases outlive their windows by at most a minute; past this many tokens, the ended ones are dropped.
 MOST_TOKENS = 10_000
 
@@ -74,6 +79,7 @@ class RateLimitMiddleware:
         self.redis = redis.asyncio.Redis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
         self.leases: dict[bytes, _Lease] = {}
         self._quiet_until = 0.0
+        self._away_until = 0.0  # monotonic; 0: Redis answered last time
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].startswith(EXEMPT):
@@ -152,6 +158,10 @@ class RateLimitMiddleware:
         """Add units to the token's window; return (units used in it, seconds until it resets), or None without Redis."""
         # The key is a digest of the header as sent: no token is stored, and bad tokens are limited too.
         key = "riskapi:rate:" + hashlib.sha256(authorization).hexdigest()[:32]
+        if self._away_until:
+            if time.monotonic() < self._away_until:
+                return None
+            self._away_until = time.monotonic() + AWAY  # this request asks; the others meanwhile do not wait on it
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.set(key, 0, ex=WINDOW, nx=True)
@@ -160,10 +170,12 @@ class RateLimitMiddleware:
                 _, used, pttl = await pipe.execute()
         except (redis.RedisError, OSError) as exc:
             now = time.monotonic()
+            self._away_until = now + AWAY
             if now >= self._quiet_until:
                 self._quiet_until = now + 60
                 log.warning("rate limits off while Redis does not answer: %s", type(exc).__name__)
             return None
+        self._away_until = 0.0
         return used, pttl / 1000 if pttl > 0 else WINDOW
 
 
