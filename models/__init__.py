@@ -89,6 +89,12 @@ def timestamp(value: datetime.datetime) -> str:
     return value.replace(tzinfo=datetime.UTC).isoformat()
 
 
+# A server that does not answer (a link gone silent, not a crash: nothing refuses, nothing resets) would hold a
+# connect for good, and every request with it: libpq gives up after connect_timeout (2 s, its least), and
+# keepalives find an idle pooled connection whose host went silent. A URL's own parameters win (?connect_timeout=10).
+SILENCE = {"connect_timeout": 2, "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
+
+
 def bind(database_url: str) -> peewee.Database:
     """Open the database named by a URL and bind every model to it."""
     if database_url.startswith("sqlite"):
@@ -101,7 +107,7 @@ def bind(database_url: str) -> peewee.Database:
         pool = {"max_connections": 32, "stale_timeout": 300, "autorollback": True}
         scheme, _, rest = database_url.partition("://")
         if scheme in {"postgresql", "postgres", "postgresql+pool"}:
-            database = PostgresqlPool(**url_parse("postgresql://" + rest), **pool)
+            database = PostgresqlPool(**{**SILENCE, **url_parse("postgresql://" + rest)}, **pool)
         else:  # Peewee's other schemes, as they are
             database = url_connect(database_url, **pool)
     db.initialize(database)

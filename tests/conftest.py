@@ -154,7 +154,7 @@ def start_api(server, settings):
 
     def start(**env_overrides) -> str:
         port = free_port()
-        env = dict(os.environ, DATABASE_URL=settings.database_url, **env_overrides)
+        env = {**os.environ, "DATABASE_URL": settings.database_url, **env_overrides}
         command = [sys.executable, "-m", "uvicorn", "riskapi.api.app:asgi", "--factory"]
         command += ["--port", str(port), "--log-level=warning"]
         started.append(subprocess.Popen(command, env=env))
