@@ -33,7 +33,7 @@ def test_driver_create_is_delivered_signed_with_every_header(client, tenant, rec
     driver = created.json()["data"][0]
 
     assert receiver.wait_for(1)
-    path, headers, body, _ = receiver.requests[0]
+    path, headers, body, *_ = receiver.requests[0]
     assert path == "/hook"
     assert headers["content-type"] == "application/json"
     assert headers["user-agent"] == f"riskapi-webhooks/{__version__}"

@@ -114,7 +114,7 @@ def test_signed_delivery_verifies_at_receiver():
         )
         assert result.ok, result
         assert rx.wait_for(1)
-        _, headers, body, _ = rx.requests[0]
+        _, headers, body, *_ = rx.requests[0]
     assert verify(secret, body, headers["webhook-signature"])
     assert not verify(generate_secret(), body, headers["webhook-signature"])
 

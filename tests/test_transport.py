@@ -91,7 +91,7 @@ def test_200_delivers_exact_body_and_headers(rx):
     assert (result.status, result.error, result.retry_after) == (200, None, None)
     assert result.ok and result.error is None
     assert rx.wait_for(1)
-    path, got, body, _ = rx.requests[0]
+    path, got, body, *_ = rx.requests[0]
     # What the result says went is what arrived, every header of it.
     assert {name.lower(): value for name, value in (result.request_headers or {}).items()} == got
     assert result.response is not None and (result.response.body, result.response.truncated) == ("", False)
@@ -110,7 +110,7 @@ def test_caller_cannot_override_framing_headers(rx):
     """A wrong Content-Length or a Connection header from the caller is replaced, not sent."""
     result = deliver(rx, headers={"Content-Length": "999", "Connection": "close"})
     assert result.ok, result
-    _, got, body, _ = rx.requests[0]
+    _, got, body, *_ = rx.requests[0]
     assert (got["content-length"], got.get("connection"), body) == (str(len(BODY)), None, BODY)
 
 

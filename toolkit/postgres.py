@@ -24,23 +24,33 @@ def available() -> bool:
 
 
 class OwnPostgres:
-    """initdb, start, crash, stop: a throw-away cluster on 127.0.0.1:<free port>, database `postgres`, no password."""
+    """initdb, start, crash, stop: a throw-away cluster on 127.0.0.1:<free port>, database `postgres`, no password.
 
-    def __init__(self) -> None:
+    `listen` and `prefix` put it on a host of toolkit.hosts (an address there, `ip netns exec NS`); `local_url`
+    reaches it from anywhere on this machine, through its unix socket.
+    """
+
+    def __init__(self, listen: str = "127.0.0.1", prefix: tuple[str, ...] = ()) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="riskapi-pg-"))
         self.data = self.dir / "data"
         self.port = free_port()
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self.listen, self.prefix = listen, prefix
+        self.url = f"postgresql://postgres@{listen}:{self.port}/postgres"
+        self.local_url = f"postgresql:///postgres?host={self.dir}&port={self.port}&user=postgres"
         self._user = None
         if os.geteuid() == 0:
             entry = pwd.getpwnam("postgres")
             self._user = "postgres"
             os.chown(self.dir, entry.pw_uid, entry.pw_gid)
         self._run(str(BIN / "initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8")
+        if listen != "127.0.0.1":  # initdb trusts loopback alone; a host's clients come from the hosts' network
+            with (self.data / "pg_hba.conf").open("a") as rules:
+                rules.write("host all all 10.0.0.0/8 trust\n")
 
     def _run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
         if self._user is not None:
             argv = ("runuser", "-u", self._user, "--", *argv)
+        argv = (*self.prefix, *argv)
         return subprocess.run(argv, cwd=self.dir, capture_output=True, text=True, check=check, timeout=120)
 
     def _ctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -49,7 +59,7 @@ class OwnPostgres:
     def start(self) -> OwnPostgres:
         """Start the server and wait until it accepts connections."""
         # fsync off: a crash of the server process loses nothing the OS holds; only a machine crash would.
-        options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+        options = f"-p {self.port} -k {self.dir} -c listen_addresses={self.listen} -c fsync=off -c max_connections=200"
         self._ctl("-o", options, "-l", str(self.dir / "server.log"), "start")
         return self
 

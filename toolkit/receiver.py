@@ -6,7 +6,7 @@ Usage::
         rx.responses.append(Reply(500))
         post(rx.url, b"{}", {}, allow_private=True, ca_bundle=rx.ca_path)
         assert rx.wait_for(1)
-        path, headers, body, at = rx.requests[0]
+        path, headers, body, at, peer = rx.requests[0]
 
 ``responses`` is a deque consumed one item per request (a ``Reply`` or a bare
 status code; 200 once empty), or may be replaced by a callable that gets the
@@ -43,6 +43,7 @@ class Recorded(NamedTuple):
     headers: dict[str, str]
     body: bytes
     at: float
+    peer: str = ""  # the client's address: which host sent it
 
 
 @dataclass(frozen=True)
@@ -89,10 +90,10 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     # socketserver's default backlog of 5 drops connections of a burst (clients then wait for SYN retries).
     request_queue_size = 128
 
-    def __init__(self, receiver: Receiver, context: ssl.SSLContext) -> None:
+    def __init__(self, receiver: Receiver, context: ssl.SSLContext, host: str) -> None:
         self.receiver = receiver
         self.context = context
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__((host, 0), _Handler)
 
     def server_bind(self) -> None:
         """Bind without HTTPServer's reverse DNS lookup of our own name."""
@@ -122,9 +123,9 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 
 class Receiver:
-    """HTTPS server on 127.0.0.1 with a trustme-issued certificate for localhost."""
+    """HTTPS server on 127.0.0.1 (or `host`, an address of its own) with a trustme-issued certificate for `name`."""
 
-    def __init__(self, keep_alive: bool = False) -> None:
+    def __init__(self, keep_alive: bool = False, host: str = "127.0.0.1", name: str = "localhost") -> None:
         # keep_alive: answer HTTP/1.1 requests without "Connection: close" and serve the next request on the
         # same connection, as most real receivers do (an idle connection is closed after _Handler.timeout).
         self.keep_alive = keep_alive
@@ -140,10 +141,10 @@ class Receiver:
         self.ca_path = str(self._tmp / "ca.pem")
         self.ca.cert_pem.write_to_path(self.ca_path)
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.ca.issue_cert("localhost").configure_cert(context)
-        self._server = _Server(self, context)
+        self.ca.issue_cert(name).configure_cert(context)
+        self._server = _Server(self, context, host)
         self.port = self._server.server_address[1]
-        self.url = f"https://localhost:{self.port}/hook"
+        self.url = f"https://{name}:{self.port}/hook"
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.05},
@@ -231,6 +232,7 @@ class Receiver:
             {name.lower(): value for name, value in handler.headers.items()},
             body,
             time.monotonic(),
+            handler.client_address[0],
         )
         with self._cond:
             self._requests.append(request)
