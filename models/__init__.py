@@ -5,6 +5,7 @@ import contextvars
 import datetime
 import select
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any, TypeVar
@@ -14,6 +15,8 @@ import psycopg2.extensions
 from playhouse.db_url import connect as url_connect
 from playhouse.db_url import parse as url_parse
 from playhouse.pool import PooledPostgresqlDatabase
+
+from models import breaker
 
 db = peewee.DatabaseProxy()
 
@@ -50,6 +53,22 @@ class PostgresqlPool(PooledPostgresqlDatabase):
     discarded and a new one opened instead; only a connection whose host vanished without a word
     (no FIN) passes, and its first query then fails as the ping would have: slowly, then a 503.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.breaker = breaker.Breaker(self.probe)
+
+    def probe(self) -> None:
+        """Open a connection of its own (outside the pool), ask the server one thing, and close it."""
+        try:
+            connection = psycopg2.connect(database=self.database, **self.connect_params)
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT 1")
+            finally:
+                connection.close()
+        except psycopg2.Error as exc:
+            raise peewee.OperationalError(str(exc)) from exc
 
     def _initialize_connection(self, conn: Any) -> None:
         super()._initialize_connection(conn)
@@ -90,9 +109,23 @@ def timestamp(value: datetime.datetime) -> str:
 
 
 # A server that does not answer (a link gone silent, not a crash: nothing refuses, nothing resets) would hold a
-# connect for good, and every request with it: libpq gives up after connect_timeout (2 s, its least), and
-# keepalives find an idle pooled connection whose host went silent. A URL's own parameters win (?connect_timeout=10).
-SILENCE = {"connect_timeout": 2, "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
+# connect for good, and every request with it: libpq gives up after connect_timeout (2 s, its least);
+# tcp_user_timeout drops a connection whose sent query goes unacknowledged for 1.5 s (without it the kernel
+# retransmits for about 15 minutes; a long query is not cut: the server's kernel acknowledges it at once); and
+# keepalives find an idle pooled connection whose host went silent. The other way round, the server ends a
+# transaction whose client has said nothing for 2 s (idle_in_transaction_session_timeout): a process cut off
+# mid-transaction would otherwise hold its row locks, and stall every other host's writes to that risk profile,
+# until the server's own keepalives notice (two hours by default); a transaction here never waits on its client
+# (nothing slow runs between its statements: no HTTP, no Redis). A URL's own parameters win (?connect_timeout=10).
+SILENCE = {
+    "options": "-c idle_in_transaction_session_timeout=2000",
+    "connect_timeout": 2,
+    "tcp_user_timeout": 1500,
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
 
 
 def bind(database_url: str) -> peewee.Database:
@@ -119,21 +152,42 @@ def ensure_connection() -> None:
 
     A pooled connection can be cut while idle (a restart, `pg_terminate_backend`, a failover) and
     only says so when used. One round trip up front lets a request find a live connection instead
-    of failing on its first query. Raises peewee.OperationalError when the database does not answer.
+    of failing on its first query. Raises peewee.OperationalError when the database does not answer,
+    at once while PostgreSQL is known away (models.breaker).
     """
     if is_sqlite():
         db.connect(reuse_if_open=True)
         return
+    if isinstance(db.obj, PostgresqlPool):
+        db.obj.breaker.check()
+    began = time.monotonic()
+    try:
+        _check_out_live()
+    except (peewee.OperationalError, peewee.InterfaceError):
+        connection_failed(time.monotonic() - began)
+        raise
+
+
+def _check_out_live() -> None:
     if db.is_closed():
         # A check-out: the pool checks the connection first (PostgresqlPool._is_closed) and replaces a
         # dropped one, so a ping here would only cost a round trip.
         db.connect()
         return
+    began = time.monotonic()
     try:
         db.execute_sql("SELECT 1")
     except (peewee.OperationalError, peewee.InterfaceError):
         discard_connection()
+        if time.monotonic() - began >= breaker.SLOW:
+            raise  # the server went silent, not away and back: a new connection would wait as long again
         db.connect()
+
+
+def connection_failed(took: float) -> None:
+    """Tell the database's breaker (models.breaker) that a connection failed after `took` seconds."""
+    if isinstance(db.obj, PostgresqlPool):
+        db.obj.breaker.failed(took)
 
 
 @contextlib.contextmanager

@@ -1,7 +1,15 @@
 """A PostgreSQL that does not answer: a link gone silent (nothing refused, nothing reset) is a JSON 503, not a hang."""
 
-import httpx
+import os
 
+import httpx
+import peewee
+import pytest
+
+import models
+from models import breaker
+from models.breaker import Breaker
+from toolkit.serving import wait_until
 from toolkit.silent import SilentServer
 
 
@@ -16,3 +24,49 @@ def test_a_request_needing_a_silent_database_gets_the_json_503(start_api):
         assert answer.json() == {"message": "The database is unavailable; please retry shortly.", "status": 503}
         assert answer.headers["Retry-After"] == "1"
         assert silent.accepted >= 1  # it was asked, and did not answer
+
+
+def test_a_database_known_silent_is_not_asked_again_by_every_request(start_api):
+    # Before the breaker: each request paid libpq's connect timeout again, one new connection each.
+    with SilentServer() as silent:
+        url = start_api(DATABASE_URL=f"postgresql://127.0.0.1:{silent.port}/riskapi", RISKAPI_RATE_LIMIT="0")
+        headers = {"Authorization": "Bearer any"}
+        assert httpx.get(url + "/webhooks", headers=headers, timeout=60).status_code == 503
+        answers = [httpx.get(url + "/webhooks", headers=headers, timeout=60) for _ in range(20)]
+        assert [a.status_code for a in answers] == [503] * 20
+        assert all(a.headers["Retry-After"] == "1" for a in answers)
+        # The breaker's thread asks again in the background, one connect (2 s) at a time, every 0.5 s after it:
+        # twenty requests would take 50 s to be worth ten of its connections.
+        assert silent.accepted < 10, silent.accepted
+
+
+def test_the_breaker_opens_on_a_slow_failure_only_and_closes_when_its_probe_answers():
+    answers = [peewee.OperationalError("silent")] * 3 + [None]
+    asked = []
+
+    def probe():
+        asked.append(1)
+        if answers[len(asked) - 1] is not None:
+            raise answers[len(asked) - 1]
+
+    known = Breaker(probe, every=0.01)
+    known.failed(0.01)  # a refusal or a reset: fast, nothing remembered
+    known.check()
+    assert not known.open and asked == []
+    known.failed(breaker.SLOW)  # a timeout: remembered
+    assert known.open
+    with pytest.raises(peewee.OperationalError, match="known away"):
+        known.check()
+    assert wait_until(lambda: not known.open, timeout=30)
+    assert len(asked) == 4  # three silent probes, then the one that answered
+    known.check()
+
+
+@pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+    reason="a PostgreSQL session setting (CI's postgres pass)",
+)
+def test_the_service_s_sessions_end_a_transaction_whose_client_went_silent(database):
+    # A process cut off mid-transaction would hold its row locks until the server's keepalives noticed (hours).
+    with models.db.connection_context():
+        assert models.db.execute_sql("SHOW idle_in_transaction_session_timeout").fetchone() == ("2s",)

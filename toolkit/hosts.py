@@ -163,4 +163,3 @@ class Hosts:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-

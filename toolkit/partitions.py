@@ -223,8 +223,9 @@ def _round(value: float | None) -> float | None:
 
 def table(rows: list[Row]) -> str:
     """Return the rows as a Markdown table."""
-    head = "| partition | writes committed | lost | answered | slowest answer while cut (s) | deliveries | lost | duplicated (in-flight bound) | bad signatures | recovered after heal (s) |"
-    lines = [head, "|" + "---|" * 10]
+    columns = ["partition", "writes committed", "lost", "answered", "slowest answer while cut (s)", "deliveries"]
+    columns += ["lost", "duplicated (in-flight bound)", "bad signatures", "recovered after heal (s)"]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
         answered = ", ".join(f"{k}: {v}" for k, v in r.answered.items())
         if r.refused_by_killed:

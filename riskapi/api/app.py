@@ -1,6 +1,7 @@
 """The app factory: Connexion routes and validates every request from spec/openapi.yaml."""
 
 import functools
+import time
 
 import connexion
 import connexion.resolver
@@ -112,6 +113,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
     def _connect() -> None:
         # Probes answer whatever the database does: readyz checks it itself, healthz never needs it.
         if flask.request.path not in PROBES:
+            flask.g.connecting = time.monotonic()
             models.ensure_connection()
 
     if settings.redis_url and settings.webhook_relay_wake:
@@ -131,6 +133,8 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
         if pooled and not models.db.is_closed():
             if isinstance(exc, errors.DATABASE_DOWN):
                 models.discard_connection()
+                # A query that waited out the TCP user timeout: the server went silent mid-request.
+                models.connection_failed(time.monotonic() - flask.g.get("connecting", time.monotonic()))
             else:
                 models.db.close()
 
