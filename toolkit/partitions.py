@@ -78,6 +78,7 @@ class Row:
     duplicates: int
     in_flight: int  # the bound: deliveries the cut-off workers sent from ATTEMPT_TIMEOUT before the cut to the heal
     bad_signatures: int
+    failed_attempts: int  # recorded attempts without a 2xx: how much of the delivery path the cut reached
     recovered_s: float | None  # from the heal to the last cut-off host's first success
     refused_by_killed: int = 0
 
@@ -172,6 +173,10 @@ def _query(url: str, sql: str, *args: object) -> list[tuple]:
         connection.close()
 
 
+FAILED_ATTEMPTS = """SELECT count(*) FROM attempt a JOIN delivery d ON d.id = a.delivery_id JOIN webhook w ON w.id = d.webhook_id
+ WHERE w.uuid = %s AND (a.status IS NULL OR a.status >= 300)"""
+
+
 def _count(cluster, partition, risk, webhook, secret, answers, cut_at, healed_at) -> Row:
     """Wait until every committed driver was delivered (or SETTLE passed), then count."""
     url = cluster.postgres.local_url
@@ -212,6 +217,7 @@ def _count(cluster, partition, risk, webhook, secret, answers, cut_at, healed_at
         duplicates=sum(n - 1 for n in attempts.values()),
         in_flight=len(in_flight),
         bad_signatures=sum(not verify(secret, r.body, r.headers["service-signature"]) for rs in got.values() for r in rs),
+        failed_attempts=_query(url, FAILED_ATTEMPTS, webhook)[0][0],
         recovered_s=_round(_recovered(cluster, partition, answers, healed_at)),
         refused_by_killed=len(killed),
     )
@@ -224,7 +230,7 @@ def _round(value: float | None) -> float | None:
 def table(rows: list[Row]) -> str:
     """Return the rows as a Markdown table."""
     columns = ["partition", "writes committed", "lost", "answered", "slowest answer while cut (s)", "deliveries"]
-    columns += ["lost", "duplicated (in-flight bound)", "bad signatures", "recovered after heal (s)"]
+    columns += ["lost", "duplicated (in-flight bound)", "bad signatures", "failed attempts", "recovered after heal (s)"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
         answered = ", ".join(f"{k}: {v}" for k, v in r.answered.items())
@@ -232,6 +238,6 @@ def table(rows: list[Row]) -> str:
             answered += f", refused by the killed host: {r.refused_by_killed}"
         lines.append(
             f"| {r.name} | {r.committed} | {r.lost_writes} | {answered} | {r.slowest_during_cut} | {r.expected} | "
-            f"{r.lost} | {r.duplicates} ({r.in_flight}) | {r.bad_signatures} | {r.recovered_s} |"
+            f"{r.lost} | {r.duplicates} ({r.in_flight}) | {r.bad_signatures} | {r.failed_attempts} | {r.recovered_s} |"
         )
     return "\n".join(lines)
