@@ -81,6 +81,8 @@ def describe(args, services: dict, redis: servers.RedisServer) -> None:
           f" goes through the limiter, none is ever answered 429")  # fmt: skip
     kind = "app, sync workers" if args.baseline_server == "gunicorn" else f"asgi, a2wsgi pool of {threads} threads"
     print(f"baseline: {args.baseline_server} --workers {args.processes}, bench.baseline:{kind} (bare Flask + Peewee)")
+    print(f"floor   : uvicorn --workers {args.processes} --loop uvloop --http httptools, bench.floor:app (bare ASGI +"
+          " asyncpg + orjson, PostgreSQL only: the least a Python process pays for the page)")  # fmt: skip
 
 
 def check_deployed(server: servers.Server, page: str, token: str) -> None:
@@ -97,13 +99,15 @@ def check_deployed(server: servers.Server, page: str, token: str) -> None:
         raise RuntimeError(f"{server.name}: no rate limit header (X-RateLimit-Limit: {limit}):\n{server.log_tail()}")
 
 
-def measure(args, seeded, services: dict, baseline: servers.Server, path: str) -> dict:
+def measure(args, seeded, services: dict, baseline: servers.Server, floor: servers.Server | None, path: str) -> dict:
     """Measure the three figures against running servers."""
     page = path + "?per_page=50"
     names = list(services)
     print(f"(a) GET {page} with {args.load}, {args.connections} connections, {args.rounds} x {args.duration:g} s per side")
     targets = [figures.Target(name, server, page) for name, server in services.items()]
     targets.insert(1, figures.Target("baseline", baseline, page))
+    if floor is not None:
+        targets.insert(2, figures.Target("floor", floor, page))
     rounds = figures.throughput(targets, seeded.token, args)
     rate = {name: statistics.mean(r for r, _ in rounds[name]) for name in rounds}
     cpu = {name: statistics.mean(ms for _, ms in rounds[name]) for name in rounds}
@@ -141,14 +145,20 @@ def run(args, workdir: str) -> dict:
     port = free_port()
     baseline_argv = servers.baseline_argv(port, args.processes, args.baseline_server)
     baseline = servers.Server("baseline", baseline_argv, {"DATABASE_URL": url}, port, workdir)
-    everything = [*services.values(), baseline]
+    floor = None
+    if url.startswith("postgres") and servers.has_floor():
+        port = free_port()
+        floor = servers.Server("floor", servers.floor_argv(port, args.processes), {"DATABASE_URL": url}, port, workdir)
+    elif url.startswith("postgres"):
+        print("note: no floor side: install the bench extra (asyncpg, uvloop, httptools)")
+    everything = [*services.values(), baseline, *([floor] if floor else [])]
     try:
         for server in everything:
             server.start(path + "?per_page=50", {"Authorization": f"Bearer {seeded.token}"})
         for server in services.values():
             check_deployed(server, path + "?per_page=50", seeded.token)
         describe(args, services, redis)
-        found = measure(args, seeded, services, baseline, path)
+        found = measure(args, seeded, services, baseline, floor, path)
         for server in services.values():
             with open(server.log_path, errors="replace") as log:
                 print(f"{server.name}: {sum(1 for _ in log)} lines in its log (one access line per request)")
@@ -194,6 +204,11 @@ def summary(found: dict) -> None:
         report(f"(a) throughput {name}/baseline", ratio, f">= {AIMS['throughput']}", ratio >= AIMS["throughput"])
         print(f"{'    (CPU per request baseline/' + name + ')':<46} {cpu['baseline'] / cpu[name]:6.2f}"
               f"   ({cpu[name]:.2f} vs {cpu['baseline']:.2f} ms; less sensitive to a noisy machine)")  # fmt: skip
+        if "floor" in rate:
+            ratio = rate[name] / rate["floor"]
+            report(f"(a) throughput {name}/floor", ratio, ">= 0.8 (issue 35)", ratio >= 0.8)
+            print(f"{'    (server CPU ms per page: ' + name + ', floor)':<46} {cpu[name]:6.2f}   {cpu['floor']:.2f}"
+                  f"   (aim for {name}: <= 1.2 ms)")  # fmt: skip
         depth, bulk = found["depth"][name], found["bulk"][name]
         report(f"(b) {name}: deep page / first page", depth, f"<= {AIMS['depth']}", depth <= AIMS["depth"])
         report(f"(c) {name}: bulk create / raw insert_many", bulk, f"<= {AIMS['bulk']}", bulk <= AIMS["bulk"])

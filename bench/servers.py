@@ -63,6 +63,20 @@ def baseline_argv(port: int, processes: int, kind: str) -> list[str]:
             "--workers", str(processes), "--log-level", "warning", "--no-access-log"]  # fmt: skip
 
 
+def has_floor() -> bool:
+    """Tell whether the floor's pieces (asyncpg, uvloop, httptools: the `bench` extra) are installed."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(name) is not None for name in ("asyncpg", "uvloop", "httptools"))
+
+
+def floor_argv(port: int, processes: int) -> list[str]:
+    """The floor (bench.floor): a bare ASGI callable under uvicorn with uvloop and httptools, asyncpg and orjson."""
+    return [sys.executable, "-m", "uvicorn", "bench.floor:app", "--host", "127.0.0.1", "--port", str(port),
+            "--workers", str(processes), "--loop", "uvloop", "--http", "httptools", "--log-level", "warning",
+            "--no-access-log"]  # fmt: skip
+
+
 def _started(pid: int) -> float | None:
     """Return a process's start time (to never signal a recycled PID), or None when it is gone."""
     try:
