@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import re
 import threading
 import time
 from typing import NamedTuple
@@ -20,7 +21,7 @@ import httpx
 import psycopg2
 
 from riskapi.webhooks.signing import verify
-from toolkit.cluster import APIS, ATTEMPT_TIMEOUT, Cluster
+from toolkit.cluster import APIS, ATTEMPT_TIMEOUT, WORKERS, Cluster
 from toolkit.serving import wait_until
 
 WARM, CUT, RECOVER, SETTLE = 4.0, 20.0, 60.0, 180.0  # seconds
@@ -81,6 +82,7 @@ class Row:
     failed_attempts: int  # recorded attempts without a 2xx: how much of the delivery path the cut reached
     recovered_s: float | None  # from the heal to the last cut-off host's first success
     refused_by_killed: int = 0
+    handed_back: int = 0  # deliveries whose claims lapsed and that a relay handed back (the workers' logs)
 
 
 def play(cluster: Cluster, partition: Partition) -> Row:
@@ -93,6 +95,7 @@ def play(cluster: Cluster, partition: Partition) -> Row:
     assert made.status_code == 201, made.text
     webhook, secret = made.json()["data"][0]["uuid"], made.json()["data"][0]["meta"]["signing_secret"]
 
+    logged = {name: len(cluster.log(name)) for name in WORKERS}  # what the workers said before this partition
     stop, answers = threading.Event(), []
     clients = [
         cluster.load.submit(_write, cluster.base(APIS[n % 2]), APIS[n % 2], tokens[n], risk, stop, answers)
@@ -111,7 +114,10 @@ def play(cluster: Cluster, partition: Partition) -> Row:
     stop.set()
     for client in clients:
         client.result(timeout=CLIENT_TIMEOUT * 3)
-    return _count(cluster, partition, risk, webhook, secret, answers, cut_at, healed_at)
+    row = _count(cluster, partition, risk, webhook, secret, answers, cut_at, healed_at)
+    said = "".join(cluster.log(name)[logged[name] :] for name in WORKERS)
+    row.handed_back = sum(int(n) for n in re.findall(r"handed back (\d+) deliveries", said))
+    return row
 
 
 def _post(url: str, token: str, body: dict) -> httpx.Response:
@@ -230,14 +236,14 @@ def _round(value: float | None) -> float | None:
 def table(rows: list[Row]) -> str:
     """Return the rows as a Markdown table."""
     columns = ["partition", "writes committed", "lost", "answered", "slowest answer while cut (s)", "deliveries"]
-    columns += ["lost", "duplicated (in-flight bound)", "bad signatures", "failed attempts", "recovered after heal (s)"]
+    columns += ["lost", "duplicated (in-flight bound)", "bad signatures", "failed attempts", "handed back"]
+    columns += ["recovered after heal (s)"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
         answered = ", ".join(f"{k}: {v}" for k, v in r.answered.items())
         if r.refused_by_killed:
             answered += f", refused by the killed host: {r.refused_by_killed}"
-        lines.append(
-            f"| {r.name} | {r.committed} | {r.lost_writes} | {answered} | {r.slowest_during_cut} | {r.expected} | "
-            f"{r.lost} | {r.duplicates} ({r.in_flight}) | {r.bad_signatures} | {r.failed_attempts} | {r.recovered_s} |"
-        )
+        cells = [r.name, r.committed, r.lost_writes, answered, r.slowest_during_cut, r.expected, r.lost]
+        cells += [f"{r.duplicates} ({r.in_flight})", r.bad_signatures, r.failed_attempts, r.handed_back, r.recovered_s]
+        lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
     return "\n".join(lines)
