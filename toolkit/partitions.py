@@ -101,17 +101,19 @@ def play(cluster: Cluster, partition: Partition) -> Row:
         cluster.load.submit(_write, cluster.base(APIS[n % 2]), APIS[n % 2], tokens[n], risk, stop, answers)
         for n in range(CLIENTS)
     ]
-    time.sleep(WARM)
-    cut_at = time.monotonic()
-    _cut(cluster, partition)
-    time.sleep(CUT)
-    healed_at = time.monotonic()
-    cluster.hosts.heal()
-    for name in partition.kill:
-        cluster.start(name)  # as a service manager starts a lost process again
-    wait_until(lambda: _recovered(cluster, partition, answers, healed_at) is not None, timeout=RECOVER, interval=0.2)
-    time.sleep(2)
-    stop.set()
+    try:
+        time.sleep(WARM)
+        cut_at = time.monotonic()
+        _cut(cluster, partition)
+        time.sleep(CUT)
+        healed_at = time.monotonic()
+        cluster.hosts.heal()
+        for name in partition.kill:
+            cluster.start(name)  # as a service manager starts a lost process again
+        wait_until(lambda: _recovered(cluster, partition, answers, healed_at) is not None, timeout=RECOVER, interval=0.2)
+        time.sleep(2)
+    finally:
+        stop.set()  # also when the partition fails: the pool's threads are joined at exit, a client left running hangs it
     for client in clients:
         client.result(timeout=CLIENT_TIMEOUT * 3)
     row = _count(cluster, partition, risk, webhook, secret, answers, cut_at, healed_at)
