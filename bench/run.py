@@ -80,8 +80,8 @@ def describe(args, services: dict, redis: servers.RedisServer) -> None:
           f" the rate limit on Redis {redis.url} with RISKAPI_RATE_LIMIT={servers.RATE_LIMIT_NEVER}: every request"
           f" goes through the limiter, none is ever answered 429")  # fmt: skip
     kind = "app, sync workers" if args.baseline_server == "gunicorn" else f"asgi, a2wsgi pool of {threads} threads"
-    print(f"baseline: {args.baseline_server} --workers {args.processes}, bench.baseline:{kind} (bare Flask + Peewee)")
-    print(f"floor   : uvicorn --workers {args.processes} --loop uvloop --http httptools, bench.floor:app (bare ASGI +"
+    print(f"baseline: {args.baseline_server} --workers {args.processes}, bench.yardsticks.baseline:{kind} (bare Flask + Peewee)")
+    print(f"floor   : uvicorn --workers {args.processes} --loop uvloop --http httptools, bench.yardsticks.floor:app (bare ASGI +"
           " asyncpg + orjson, PostgreSQL only: the least a Python process pays for the page)")  # fmt: skip
 
 

@@ -58,9 +58,9 @@ def baseline_argv(port: int, processes: int, kind: str) -> list[str]:
     """The bare endpoint under gunicorn sync workers, or under uvicorn with a2wsgi (how the service ran Flask until issue 24)."""
     if kind == "gunicorn":
         return [sys.executable, "-m", "gunicorn", "-w", str(processes), "-k", "sync", "-b", f"127.0.0.1:{port}",
-                "--log-level", "warning", "bench.baseline:app"]  # fmt: skip
-    return [sys.executable, "-m", "uvicorn", "bench.baseline:asgi", "--factory", "--host", "127.0.0.1", "--port", str(port),
-            "--workers", str(processes), "--log-level", "warning", "--no-access-log"]  # fmt: skip
+                "--log-level", "warning", "bench.yardsticks.baseline:app"]  # fmt: skip
+    return [sys.executable, "-m", "uvicorn", "bench.yardsticks.baseline:asgi", "--factory", "--host", "127.0.0.1",
+            "--port", str(port), "--workers", str(processes), "--log-level", "warning", "--no-access-log"]  # fmt: skip
 
 
 def has_floor() -> bool:
@@ -71,8 +71,8 @@ def has_floor() -> bool:
 
 
 def floor_argv(port: int, processes: int) -> list[str]:
-    """The floor (bench.floor): a bare ASGI callable under uvicorn with uvloop and httptools, asyncpg and orjson."""
-    return [sys.executable, "-m", "uvicorn", "bench.floor:app", "--host", "127.0.0.1", "--port", str(port),
+    """The floor (bench.yardsticks.floor): a bare ASGI callable under uvicorn with uvloop and httptools, asyncpg and orjson."""
+    return [sys.executable, "-m", "uvicorn", "bench.yardsticks.floor:app", "--host", "127.0.0.1", "--port", str(port),
             "--workers", str(processes), "--loop", "uvloop", "--http", "httptools", "--log-level", "warning",
             "--no-access-log"]  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""bench.floor, the bare ASGI + asyncpg side of bench.run: the same page as the service's, or its figure means nothing."""
+"""bench.yardsticks.floor, the bare ASGI + asyncpg side of bench.run: the service's very page, or its figure means nothing."""
 
 import os
 import subprocess
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(
 def floor(settings):
     port = free_port()
     env = {**os.environ, "DATABASE_URL": settings.database_url, "PYTHONPATH": str(ROOT)}
-    argv = [sys.executable, "-m", "uvicorn", "bench.floor:app", "--port", str(port), "--log-level", "warning"]
+    argv = [sys.executable, "-m", "uvicorn", "bench.yardsticks.floor:app", "--port", str(port), "--log-level", "warning"]
     process = subprocess.Popen(argv, cwd=ROOT, env=env)
     base = f"http://127.0.0.1:{port}/api/v1"
 

@@ -1,7 +1,7 @@
 """A bare Flask + Peewee endpoint: the service's first-page driver query, without Connexion.
 
-Serve it with `gunicorn -w 2 bench.baseline:app` (sync workers) or
-`uvicorn bench.baseline:asgi --factory --workers 2` (an a2wsgi pool, as the service ran Flask until issue 24).
+Serve it with `gunicorn -w 2 bench.yardsticks.baseline:app` (sync workers) or
+`uvicorn bench.yardsticks.baseline:asgi --factory --workers 2` (an a2wsgi pool, as the service ran Flask until issue 24).
 """
 
 import base64

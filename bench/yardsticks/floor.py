@@ -1,6 +1,6 @@
 """The floor of a Python process: a bare ASGI callable with asyncpg and orjson, the service's drivers page.
 
-Serve it with `uvicorn bench.floor:app --workers 2 --loop uvloop --http httptools` on PostgreSQL
+Serve it with `uvicorn bench.yardsticks.floor:app --workers 2 --loop uvloop --http httptools` on PostgreSQL
 (DATABASE_URL). It does what a page of the service does, and nothing else: the token (cached per
 process, as the service caches it), the risk profile of the token's agency (one query), the page of drivers
 with each one's vehicle uuid (one query, a keyset on number and id), written out in the service's envelope.
