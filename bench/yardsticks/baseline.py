@@ -5,7 +5,6 @@ Serve it with `gunicorn -w 2 bench.yardsticks.baseline:app` (sync workers) or
 """
 
 import base64
-import datetime
 import os
 
 import flask
@@ -13,34 +12,14 @@ import orjson
 import peewee
 
 import models
+from bench.yardsticks import envelope
 from models.risk_data import Driver, Vehicle
 from models.tenancy import Risk, Token
 from riskapi.config import Settings
 
-UTC = datetime.UTC
-HIDDEN = {"id", "risk", "uuid", "created", "updated", "vehicle"}
-FIELDS = tuple(f.name for f in Driver._meta.sorted_fields if f.name not in HIDDEN)
-
 app = flask.Flask(__name__)
 models.bind(os.environ.get("DATABASE_URL", "sqlite:///riskapi.db"))
 _tokens: dict = {}  # The service caches tokens too: both sides do two queries per page.
-
-
-def _stamp(value: datetime.datetime) -> str:
-    return value.replace(tzinfo=UTC).isoformat()
-
-
-def _envelope(row: dict) -> dict:
-    data = {name: row[name].isoformat() if isinstance(row[name], datetime.date) else row[name] for name in FIELDS}
-    vehicle = str(row["vehicle_uuid"]) if row["vehicle_uuid"] is not None else None
-    data["vehicle"] = vehicle
-    return {
-        "object": "driver",
-        "uuid": str(row["uuid"]),
-        "data": data,
-        "meta": {"created": _stamp(row["created"]), "updated": _stamp(row["updated"])},
-        "relations": {"address": None, "vehicle": vehicle},
-    }
 
 
 @app.before_request
@@ -73,7 +52,7 @@ def list_drivers(risk):
     next_cursor = base64.urlsafe_b64encode(orjson.dumps([rows[-1]["number"], rows[-1]["id"]])).decode() if more else None
     path = flask.request.base_url
     body = {
-        "data": [_envelope(row) for row in rows],
+        "data": [envelope(row) for row in rows],
         "path": path,
         "per_page": per_page,
         "next_cursor": next_cursor,

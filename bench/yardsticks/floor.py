@@ -12,7 +12,6 @@ the product.
 from __future__ import annotations
 
 import base64
-import datetime
 import os
 import re
 from urllib.parse import parse_qsl
@@ -20,12 +19,10 @@ from urllib.parse import parse_qsl
 import asyncpg
 import orjson
 
+from bench.yardsticks import FIELDS, envelope
 from models.risk_data import Driver
 from models.tenancy import Token
 
-UTC = datetime.UTC
-HIDDEN = {"id", "risk", "uuid", "created", "updated", "vehicle"}
-FIELDS = tuple(f.name for f in Driver._meta.sorted_fields if f.name not in HIDDEN)
 COLUMNS = ", ".join(f'd."{Driver._meta.fields[name].column_name}" AS "{name}"' for name in FIELDS)
 PAGE = (
     f"SELECT d.id, d.uuid, {COLUMNS}, d.created, d.updated, v.uuid AS vehicle_uuid FROM driver d "
@@ -39,23 +36,6 @@ JSON = [(b"content-type", b"application/json")]
 
 _pool: list[asyncpg.Pool] = []
 _tokens: dict[bytes, int | None] = {}
-
-
-def _stamp(value: datetime.datetime) -> str:
-    return value.replace(tzinfo=UTC).isoformat()
-
-
-def _envelope(row: asyncpg.Record) -> dict:
-    data = {name: row[name].isoformat() if isinstance(row[name], datetime.date) else row[name] for name in FIELDS}
-    vehicle = str(row["vehicle_uuid"]) if row["vehicle_uuid"] is not None else None
-    data["vehicle"] = vehicle
-    return {
-        "object": "driver",
-        "uuid": str(row["uuid"]),
-        "data": data,
-        "meta": {"created": _stamp(row["created"]), "updated": _stamp(row["updated"])},
-        "relations": {"address": None, "vehicle": vehicle},
-    }
 
 
 async def _agency(pool: asyncpg.Pool, authorization: bytes) -> int | None:
@@ -87,7 +67,7 @@ async def _page(pool: asyncpg.Pool, scope: dict, risk: str) -> tuple[int, bytes]
     host = headers.get(b"host", b"localhost").decode()
     path = f"http://{host}{scope['path']}"
     body = {
-        "data": [_envelope(row) for row in rows],
+        "data": [envelope(row) for row in rows],
         "path": path,
         "per_page": per_page,
         "next_cursor": cursor,
