@@ -2,6 +2,7 @@
 
 import functools
 import operator
+from collections.abc import Sequence
 from typing import Any
 
 import peewee
@@ -101,21 +102,55 @@ def select_all(model: type[InRisk]) -> "peewee.ModelSelect[Any]":
     return _rows(model).clone()  # built once: Peewee's query methods return copies, and so does this
 
 
-def fetch(model: Model, query: peewee.Query) -> list[dict]:
-    """Run a query of a model's rows and return them as the driver gives them, keyed by field (or alias) name.
+class Columns:
+    """The columns of one query's rows: each name's position, and each envelope part's reader of them."""
+
+    __slots__ = ("positions", "pickers")
+
+    def __init__(self, names: list[str]) -> None:
+        self.positions = {name: position for position, name in reversed(list(enumerate(names)))}  # a repeat: its first
+        self.pickers: dict[_Part, Any] = {}
+
+
+class Row:
+    """A row as the database driver gave it, read by name like a dict: no dict is built for each row of a page.
+
+    Building one (25 keys a driver) cost as much as reading its envelope out of it; the rows of one query
+    share their Columns, and render's parts read the values by position (_Part.read).
+    """
+
+    __slots__ = ("columns", "values")
+
+    def __init__(self, columns: Columns, values: tuple) -> None:
+        self.columns, self.values = columns, values
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[self.columns.positions[name]]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.columns.positions
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """Return a column's value, or default when the row has no such column."""
+        position = self.columns.positions.get(name)
+        return default if position is None else self.values[position]
+
+
+def fetch(model: Model, query: peewee.Query) -> list[Row]:
+    """Run a query of a model's rows and return them as the driver gives them, each read by field (or alias) name.
 
     Peewee's conversion of every column to a Python object is skipped, and times and dates stay text:
     the envelope's converters read the driver's values as they are (riskapi.services.json_values).
     """
     cursor = models.read_as_text(query)
-    names = _names_of(model, tuple(column[0] for column in cursor.description))
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    columns = _columns(model, tuple(column[0] for column in cursor.description))
+    return [Row(columns, values) for values in cursor.fetchall()]
 
 
 @functools.lru_cache(maxsize=64)
-def _names_of(model: Model, columns: tuple[str, ...]) -> tuple[str, ...]:
+def _columns(model: Model, names: tuple[str, ...]) -> Columns:
     by_column = model._meta.columns
-    return tuple(by_column[column].name if column in by_column else column for column in columns)
+    return Columns([by_column[name].name if name in by_column else name for name in names])
 
 
 class _Part:
@@ -128,17 +163,28 @@ class _Part:
         # Text and numbers show as stored: only the other columns (times, dates, UUIDs, booleans) take a call.
         self.converted = tuple((i, convert) for i, convert in enumerate(converters) if convert is not plain)
 
-    def read(self, row: dict) -> dict:
+    def read(self, row: Row | dict) -> dict:
         """Return this part of a row, in the schema's order."""
         if self.pick is None:
             return {}
         try:
-            found = list(self.pick(row))
+            if type(row) is Row:
+                found = list(self._picker(row.columns)(row.values))
+            else:
+                found = list(self.pick(row))
         except KeyError:  # a row built by hand may leave out what is null
             found = [row.get(key) for key in self.keys] + [None]
         for i, convert in self.converted:
             found[i] = convert(found[i])
         return dict(zip(self.names, found, strict=False))
+
+    def _picker(self, columns: Columns) -> Any:
+        """Return the itemgetter of this part's keys by position in such rows; KeyError when one is missing."""
+        picker = columns.pickers.get(self)
+        if picker is None:
+            positions = [columns.positions[key] for key in self.keys]
+            picker = columns.pickers[self] = operator.itemgetter(*positions, positions[0])
+        return picker
 
 
 @functools.cache
@@ -156,12 +202,12 @@ def _layout(model: Model) -> tuple[_Part, _Part]:
     return data, meta
 
 
-def data(model: Model, row: dict) -> dict:
+def data(model: Model, row: Row | dict) -> dict:
     """Return the `data` of a row; a reference shows the UUID of the object it names."""
     return _layout(model)[0].read(row)
 
 
-def envelope(model: Model, row: dict, relations: dict | None = None) -> dict:
+def envelope(model: Model, row: Row | dict, relations: dict | None = None) -> dict:
     """Return a row in the common envelope; `meta` holds what the model's schema lists there."""
     shown, meta = _layout(model)
     out: dict[str, Any] = {
@@ -175,7 +221,7 @@ def envelope(model: Model, row: dict, relations: dict | None = None) -> dict:
     return out
 
 
-def envelopes(model: type[InRisk], rows: list[dict], include: list | None = None) -> list[dict]:
+def envelopes(model: type[InRisk], rows: Sequence[Row | dict], include: list | None = None) -> list[dict]:
     """Render rows with the relations their schema lists, loading each included one in one query."""
     names = _relations(model)
     embedded = {name: _embedded(model, name, rows) for name in names or () if name in (include or ())}
@@ -188,7 +234,7 @@ def envelopes(model: type[InRisk], rows: list[dict], include: list | None = None
     return items
 
 
-def _relation(model: type[InRisk], name: str, row: dict, shown: dict, embedded: dict) -> Any:
+def _relation(model: type[InRisk], name: str, row: Row | dict, shown: dict, embedded: dict) -> Any:
     """Return one relation of a row: the related object when included, else its UUID (or null)."""
     references = _references(model)
     if name in references:
@@ -196,7 +242,7 @@ def _relation(model: type[InRisk], name: str, row: dict, shown: dict, embedded: 
     return embedded[name].get(row["id"]) if name in embedded else None
 
 
-def _embedded(model: type[InRisk], name: str, rows: list[dict]) -> dict:
+def _embedded(model: type[InRisk], name: str, rows: Sequence[Row | dict]) -> dict:
     """Load an included relation of rows: {key in the row: the related object's envelope}."""
     if not rows:
         return {}
