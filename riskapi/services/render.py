@@ -13,6 +13,7 @@ from models.risk_data import KINDS, InRisk, RiskObject
 from models.tenancy import Risk
 from models.webhooks import Delivery, Event, Webhook
 from riskapi.services.json_values import Convert, converter, identifier, plain, value
+from riskapi.services.rows import Column, Columns, Row, Shape
 
 # The models rendered in the envelope: each names its `object`.
 Model = type[InRisk] | type[Webhook] | type[Delivery] | type[Event] | type[Risk]
@@ -102,40 +103,6 @@ def select_all(model: type[InRisk]) -> "peewee.ModelSelect[Any]":
     return _rows(model).clone()  # built once: Peewee's query methods return copies, and so does this
 
 
-class Columns:
-    """The columns of one query's rows: each name's position, and each envelope part's reader of them."""
-
-    __slots__ = ("positions", "pickers")
-
-    def __init__(self, names: list[str]) -> None:
-        self.positions = {name: position for position, name in reversed(list(enumerate(names)))}  # a repeat: its first
-        self.pickers: dict[_Part, Any] = {}
-
-
-class Row:
-    """A row as the database driver gave it, read by name like a dict: no dict is built for each row of a page.
-
-    Building one (25 keys a driver) cost as much as reading its envelope out of it; the rows of one query
-    share their Columns, and render's parts read the values by position (_Part.read).
-    """
-
-    __slots__ = ("columns", "values")
-
-    def __init__(self, columns: Columns, values: tuple) -> None:
-        self.columns, self.values = columns, values
-
-    def __getitem__(self, name: str) -> Any:
-        return self.values[self.columns.positions[name]]
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.columns.positions
-
-    def get(self, name: str, default: Any = None) -> Any:
-        """Return a column's value, or default when the row has no such column."""
-        position = self.columns.positions.get(name)
-        return default if position is None else self.values[position]
-
-
 def fetch(model: Model, query: peewee.Query) -> list[Row]:
     """Run a query of a model's rows and return them as the driver gives them, each read by field (or alias) name.
 
@@ -157,7 +124,7 @@ class _Part:
     """How one part of the envelope (`data` or `meta`) is read from a row: its keys at once, then the few to convert."""
 
     def __init__(self, names: tuple[str, ...], keys: tuple[str, ...], converters: tuple[Convert, ...]) -> None:
-        self.names, self.keys = names, keys
+        self.names, self.keys, self.converters = names, keys, converters
         # itemgetter reads every key in one call (a tuple even for one key, through the trailing pair).
         self.pick = operator.itemgetter(*keys, keys[0]) if keys else None
         # Text and numbers show as stored: only the other columns (times, dates, UUIDs, booleans) take a call.
@@ -168,23 +135,16 @@ class _Part:
         if self.pick is None:
             return {}
         try:
-            if type(row) is Row:
-                found = list(self._picker(row.columns)(row.values))
-            else:
-                found = list(self.pick(row))
+            found = list(self.pick(row))
         except KeyError:  # a row built by hand may leave out what is null
             found = [row.get(key) for key in self.keys] + [None]
         for i, convert in self.converted:
             found[i] = convert(found[i])
         return dict(zip(self.names, found, strict=False))
 
-    def _picker(self, columns: Columns) -> Any:
-        """Return the itemgetter of this part's keys by position in such rows; KeyError when one is missing."""
-        picker = columns.pickers.get(self)
-        if picker is None:
-            positions = [columns.positions[key] for key in self.keys]
-            picker = columns.pickers[self] = operator.itemgetter(*positions, positions[0])
-        return picker
+    def shape(self) -> Shape:
+        """Return this part as a reader's shape (riskapi.services.rows)."""
+        return {name: Column(key, convert) for name, key, convert in zip(self.names, self.keys, self.converters, strict=True)}
 
 
 @functools.cache
@@ -221,15 +181,39 @@ def envelope(model: Model, row: Row | dict, relations: dict | None = None) -> di
     return out
 
 
+def _shape(model: type[InRisk]) -> Shape:
+    """Return a row's envelope as a reader's shape: its relations each the UUID it names, or null, as when none is included."""
+    shown, meta = _layout(model)
+    out: Shape = {"object": model.OBJECT, "uuid": Column("uuid", identifier), "data": shown.shape(), "meta": meta.shape()}
+    names = _relations(model)
+    if names is not None:
+        references = _references(model)
+        out["relations"] = {name: Column(f"{name}_uuid", identifier) if name in references else None for name in names}
+    return out
+
+
+def _item(model: type[InRisk], row: Row | dict) -> dict:
+    """Return a row's envelope with its relations as when none is included (a fetched row's through its reader)."""
+    if type(row) is Row:
+        read = row.columns.reader(model, functools.partial(_shape, model))
+        if read is not None:
+            return read(row.values)
+    item = envelope(model, row)
+    names = _relations(model)
+    if names is not None:
+        item["relations"] = {name: _relation(model, name, row, item["data"], {}) for name in names}
+    return item
+
+
 def envelopes(model: type[InRisk], rows: Sequence[Row | dict], include: list | None = None) -> list[dict]:
     """Render rows with the relations their schema lists, loading each included one in one query."""
     names = _relations(model)
     embedded = {name: _embedded(model, name, rows) for name in names or () if name in (include or ())}
     items = []
     for row in rows:
-        item = envelope(model, row)
-        if names is not None:
-            item["relations"] = {name: _relation(model, name, row, item["data"], embedded) for name in names}
+        item = _item(model, row)
+        for name in embedded:
+            item["relations"][name] = _relation(model, name, row, item["data"], embedded)
         items.append(item)
     return items
 
@@ -258,11 +242,4 @@ def _embedded(model: type[InRisk], name: str, rows: Sequence[Row | dict]) -> dic
         target = KINDS[name]
         key = next(f for f in target._meta.refs if f.rel_model is model)
         wanted = [row["id"] for row in rows]
-    nested = _relations(target)
-    found: dict[Any, dict] = {}
-    for related in fetch(target, select_all(target).where(key.in_(wanted))):
-        item = envelope(target, related)
-        if nested is not None:
-            item["relations"] = {n: _relation(target, n, related, item["data"], {}) for n in nested}
-        found[related[key.name]] = item
-    return found
+    return {related[key.name]: _item(target, related) for related in fetch(target, select_all(target).where(key.in_(wanted)))}
