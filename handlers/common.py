@@ -20,7 +20,7 @@ from riskapi.api import precognition
 from riskapi.exceptions import ApiError
 from riskapi.services import list_query, render
 from riskapi.services.bulk_write import Errors, Write, check, run
-from riskapi.services.pagination import Paginator, envelope
+from riskapi.services.pagination import Paginator, PreparedPages, envelope
 
 _SECRET: list = []
 
@@ -79,16 +79,25 @@ def list_page(
     sort: list[str] | None,
     render_rows: Callable[[list], list[dict]],
     fetch: Callable[[Any], list] = list,
+    pages: PreparedPages | None = None,
 ) -> flask.Response:
     """Answer one page of the request's list operation: the spec's filters and sorts, a signed cursor, Laravel's envelope.
 
     render_rows(rows) turns the page's rows into its items; scope_id is what reference filters look up within;
-    fetch(query) runs the page's query (render.fetch reads the driver's rows as they are).
+    fetch(query) runs the page's query (render.fetch reads the driver's rows as they are). A page without
+    filters is read through pages when given: rows_query's text written once per shape, its rows read as fetch does.
     """
     listing = _listing(spec.function_name(context.operation.operation_id), model)
-    rows_query = listing.apply(rows_query, scope_id, filters)
+    requested = listing.requested() if filters is None else filters
     paginator = Paginator(listing.keys(sort), listing.signature_of(sort), cursor_secret())
-    rows, next_cursor, prev_cursor = paginator.page(rows_query, per_page, cursor, fetch)
+    if pages is not None and not requested:
+        rows_after = pages.rows_after(
+            paginator, scope_id, lambda text, values: render.rows_of(model, models.run_as_text(text, values))
+        )
+        rows, next_cursor, prev_cursor = paginator.page_from(rows_after, per_page, cursor)
+    else:
+        rows_query = listing.apply(rows_query, scope_id, requested)
+        rows, next_cursor, prev_cursor = paginator.page(rows_query, per_page, cursor, fetch)
     args = list(flask.request.args.items(multi=True))
     return respond(200, envelope(render_rows(rows), per_page, next_cursor, prev_cursor, flask.request.base_url, args))
 

@@ -9,6 +9,7 @@ from handlers import common
 from models.risk_data import Building, Driver, InRisk, Premise, RiskObject, Vehicle
 from riskapi.services import bulk_write, render, risk_data_writes
 from riskapi.services.messages import message
+from riskapi.services.pagination import PreparedPages
 
 
 def _list(
@@ -23,10 +24,17 @@ def _list(
 ) -> flask.Response:
     """Answer one page of a risk profile's rows of one kind (the one list pipeline: handlers.common.list_page)."""
     profile = common.risk_of(agency_id, risk)
-    rows = render.select_all(model).where(model.risk == profile.id)
+    pages = _pages(model)
+    rows = pages.base(profile.id)
     shown = functools.partial(render.envelopes, model, include=include)
     fetch = functools.partial(render.fetch, model)
-    return common.list_page(model, rows, profile.id, per_page, cursor, filter_, sort, shown, fetch)
+    return common.list_page(model, rows, profile.id, per_page, cursor, filter_, sort, shown, fetch, pages)
+
+
+@functools.cache
+def _pages(model: type[InRisk]) -> PreparedPages:
+    """Return the page queries of a kind's list, each written once per shape (a page without filters)."""
+    return PreparedPages(lambda risk: render.select_all(model).where(model.risk == risk), model.risk)
 
 
 def _create(model: type[RiskObject], agency_id: int, risk: str, include: list[str] | None) -> flask.Response:

@@ -234,7 +234,13 @@ def read_as_text(query: peewee.Query) -> Any:
     """
     if is_sqlite():
         return db.execute(query)
-    sql, params = db.get_sql_context().sql(query).query()
+    return run_as_text(*db.get_sql_context().sql(query).query())
+
+
+def run_as_text(sql: str, params: list[Any]) -> Any:
+    """Run a statement's text as read_as_text runs a query, and return its cursor."""
+    if is_sqlite():
+        return db.execute_sql(sql, params)
     cursor = db.cursor()
     psycopg2.extensions.register_type(_TIMES_AS_TEXT, cursor)
     with driver_errors():

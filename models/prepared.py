@@ -32,14 +32,17 @@ class Prepared:
 
     def rows(self, *values: Any) -> list[tuple[Any, ...]]:
         """Run the query with these values (a list or tuple fills a list of slots); return its rows as tuples."""
+        return list(db.execute_sql(*self.bound(*values)).fetchall())
+
+    def bound(self, *values: Any) -> tuple[str, list[Any]]:
+        """Return the query's text for these values' shape, and the values in the order its slots ask for them."""
         database = db.obj
         shape: Shape = (type(database), tuple(len(v) if isinstance(v, list | tuple) else None for v in values))
         written = self.texts.get(shape)
         if written is None:
             written = self.texts[shape] = self._write(database, shape[1])
         text, order = written
-        params = [values[value] if item is None else values[value][item] for value, item in order]
-        return list(db.execute_sql(text, params).fetchall())
+        return text, [values[value] if item is None else values[value][item] for value, item in order]
 
     def _write(self, database: peewee.Database, lengths: Sequence[int | None]) -> tuple[str, list[tuple[int, int | None]]]:
         numbered: list[tuple[int, int | None]] = []
@@ -53,7 +56,7 @@ class Prepared:
         if params:
             raise ValueError(f"a prepared query binds only its slots; this one binds {params!r} too")
         found = [int(number) for number in _SLOT.findall(text)]
-        if sorted(found) != list(range(len(numbered))):
-            raise ValueError("a prepared query must write each of its slots once")
+        if set(found) != set(range(len(numbered))):  # a slot written twice (a cursor's value) is bound twice
+            raise ValueError("a prepared query must write each of its slots")
         order = [numbered[number] for number in found]
         return _SLOT.sub("", text), order

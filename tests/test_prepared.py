@@ -26,5 +26,14 @@ def test_values_are_bound_where_the_text_wants_them_whatever_order_they_were_giv
 def test_a_query_binding_a_value_of_its_own_is_refused(connection):
     with pytest.raises(ValueError, match="binds only its slots"):
         Prepared(lambda name: Agency.select().where((Agency.name == name) & (Agency.webhook_limit > 3))).rows("x")
-    with pytest.raises(ValueError, match="each of its slots once"):
+    with pytest.raises(ValueError, match="must write each of its slots"):
         Prepared(lambda name, unused: Agency.select().where(Agency.name == name)).rows("x", "y")
+
+
+def test_a_slot_written_twice_is_bound_at_each_place(connection):
+    Agency.create(name="prepared-twice", webhook_limit=4)
+    limit = Agency.webhook_limit
+    query = Prepared(lambda value: Agency.select(Agency.name).where((limit >= value) & (limit <= value)))
+    assert query.rows(4) == [("prepared-twice",)]
+    text, values = query.bound(4)
+    assert values == [4, 4] and text.count(" /*slot") == 0

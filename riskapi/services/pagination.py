@@ -14,6 +14,7 @@ import itsdangerous
 import orjson
 import peewee
 
+from models.prepared import Prepared
 from riskapi.exceptions import ValidationFailed
 from riskapi.services.messages import message
 
@@ -115,6 +116,10 @@ def _dump(value: Any) -> Any:
     return value
 
 
+# rows_after(cursor values or None, flip, limit): the page's rows in the order asked (flip: backwards), at most limit.
+RowsAfter = Callable[[list | None, bool, int], list]
+
+
 class Paginator:
     """Fetch one page of a query ordered by keys, in the direction a cursor says."""
 
@@ -167,11 +172,18 @@ class Paginator:
         self, query: "peewee.ModelSelect[Any]", per_page: int, cursor: str | None, fetch: Callable[[Any], list] = list
     ) -> tuple[list, str | None, str | None]:
         """Return (rows, next_cursor, prev_cursor); fetch(query) runs the query (by default through Peewee)."""
+
+        def rows_after(values: list | None, flip: bool, limit: int) -> list:
+            ordered = query.where(self._position(values, flip)) if values is not None else query
+            return fetch(ordered.order_by(*[k.order(flip) for k in self.keys]).limit(limit))
+
+        return self.page_from(rows_after, per_page, cursor)
+
+    def page_from(self, rows_after: RowsAfter, per_page: int, cursor: str | None) -> tuple[list, str | None, str | None]:
+        """Return (rows, next_cursor, prev_cursor) of the rows rows_after(values, flip, limit) reads."""
         values, forward = self.decode(cursor) if cursor else (None, True)
         flip = not forward
-        if values is not None:
-            query = query.where(self._position(values, flip))
-        rows = fetch(query.order_by(*[k.order(flip) for k in self.keys]).limit(per_page + 1))
+        rows = rows_after(values, flip, per_page + 1)
         more = len(rows) > per_page
         rows = rows[:per_page]
         if flip:
@@ -183,6 +195,42 @@ class Paginator:
         next_cursor = self.encode(self._typed(rows[-1]), True) if has_next else None
         prev_cursor = self.encode(self._typed(rows[0]), False) if has_prev else None
         return rows, next_cursor, prev_cursor
+
+
+class PreparedPages:
+    """A list's page query written once per shape, then run with each page's values (models.prepared).
+
+    Peewee wrote a drivers page's text on every request: 134 µs against the 5 µs of binding its values (2026-11-27).
+    A shape is the sort, the direction and which of the cursor's values are null; base(scope) is the list's query
+    of one scope (a risk profile's drivers), and run(text, values) runs a text (models.run_as_text, then the rows).
+    """
+
+    def __init__(self, base: Callable[[Any], "peewee.ModelSelect[Any]"], scope: peewee.Field) -> None:
+        self.base, self.scope = base, scope
+        self.written: dict[tuple, Prepared] = {}
+
+    def rows_after(self, paginator: Paginator, scope_id: Any, run: Callable[[str, list], list]) -> RowsAfter:
+        """Return the rows_after of Paginator.page_from reading one scope's rows through this list's written texts."""
+        keys = paginator.keys
+
+        def rows_after(values: list | None, flip: bool, limit: int) -> list:
+            nulls = None if values is None else tuple(value is None for value in values)
+            shape = (paginator.signature, flip, nulls)
+            prepared = self.written.get(shape)
+            if prepared is None:
+                prepared = self.written[shape] = Prepared(functools.partial(self._build, paginator, flip, nulls))
+            # Each value as Peewee would bind it: through its field's db_value.
+            after = [k.field.db_value(v) for k, v in zip(keys, values or (), strict=False) if v is not None]
+            return run(*prepared.bound(self.scope.db_value(scope_id), after, limit))
+
+        return rows_after
+
+    def _build(self, paginator: Paginator, flip: bool, nulls: tuple | None, scope: Any, after: list, limit: Any) -> peewee.Query:
+        query = self.base(scope)
+        if nulls is not None:
+            slots = iter(after)
+            query = query.where(paginator._position([None if null else next(slots) for null in nulls], flip))
+        return query.order_by(*[k.order(flip) for k in paginator.keys]).limit(limit)
 
 
 def envelope(

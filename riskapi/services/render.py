@@ -109,7 +109,11 @@ def fetch(model: Model, query: peewee.Query) -> list[Row]:
     Peewee's conversion of every column to a Python object is skipped, and times and dates stay text:
     the envelope's converters read the driver's values as they are (riskapi.services.json_values).
     """
-    cursor = models.read_as_text(query)
+    return rows_of(model, models.read_as_text(query))
+
+
+def rows_of(model: Model, cursor: Any) -> list[Row]:
+    """Return the rows of a cursor run on a model's table (models.read_as_text, models.run_as_text)."""
     columns = _columns(model, tuple(column[0] for column in cursor.description))
     return [Row(columns, values) for values in cursor.fetchall()]
 
@@ -195,7 +199,7 @@ def _shape(model: type[InRisk]) -> Shape:
 def _item(model: type[InRisk], row: Row | dict) -> dict:
     """Return a row's envelope with its relations as when none is included (a fetched row's through its reader)."""
     if type(row) is Row:
-        read = row.columns.reader(model, functools.partial(_shape, model))
+        read = row.columns.reader(model, _shape)
         if read is not None:
             return read(row.values)
     item = envelope(model, row)

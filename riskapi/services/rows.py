@@ -34,12 +34,12 @@ class Columns:
         self.positions = {name: position for position, name in reversed(list(enumerate(names)))}  # a repeat: its first
         self.readers: dict[Hashable, Reader | None] = {}
 
-    def reader(self, token: Hashable, shape: Callable[[], Shape]) -> Reader | None:
-        """Return the reader of shape() for these columns (written once per token), or None when a column is missing."""
+    def reader(self, token: Hashable, shape: Callable[[Any], Shape]) -> Reader | None:
+        """Return the reader of shape(token) for these columns (written once per token), or None when a column is missing."""
         try:
             return self.readers[token]
         except KeyError:
-            written = self.readers[token] = _write(shape(), self.positions)
+            written = self.readers[token] = _write(shape(token), self.positions)
             return written
 
 
