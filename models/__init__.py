@@ -264,9 +264,12 @@ def locking(query: _Selecting) -> _Selecting:
     the statement and only make the read wait for the writers holding it; SQLite's writer lock already
     serialises the writes.
     """
-    if is_sqlite() or not db.in_transaction() or _REHEARSING.get():
-        return query
-    return query.for_update()
+    return query.for_update() if locks_rows() else query
+
+
+def locks_rows() -> bool:
+    """Tell whether a read that locks its rows (models.locking) holds anything here: on PostgreSQL, in a write's transaction."""
+    return not is_sqlite() and db.in_transaction() and not _REHEARSING.get()
 
 
 # Whether this thread's transaction is a dry-run's, to be rolled back (models.rehearsal).

@@ -1,11 +1,13 @@
 """Risk data: drivers and their addresses, vehicles, premises and buildings."""
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
 import peewee
 
-from models import PublicModel, locking, tuples
+from models import PublicModel, locking, locks_rows, tuples
+from models.prepared import Prepared
 from models.tenancy import Risk
 
 
@@ -56,8 +58,19 @@ class RiskObject(InRisk):
         one fail on the unique number: the risk profile's row, locked first, makes them take turns.
         (SQLite's write transactions already do; a dry-run takes no turn: models.locking.)
         """
-        locking(Risk.select(Risk.id).where(Risk.id == risk_id)).execute()
-        return (cls.select(peewee.fn.MAX(cls.number)).where(cls.risk == risk_id).scalar() or 0) + 1
+        if locks_rows():  # elsewhere the lock would hold nothing: no statement is sent for it
+            _LOCK_PROFILE.rows(risk_id)
+        ((highest,),) = _highest_number(cls).rows(risk_id)
+        return (highest or 0) + 1
+
+
+# Both statements of every create's numbering, written once (models.prepared): Peewee wrote them for each request.
+_LOCK_PROFILE = Prepared(lambda risk: Risk.select(Risk.id).where(Risk.id == risk).for_update())
+
+
+@functools.cache
+def _highest_number(model: type[RiskObject]) -> Prepared:
+    return Prepared(lambda risk: model.select(peewee.fn.MAX(model.number)).where(model.risk == risk))
 
 
 class Vehicle(RiskObject):
