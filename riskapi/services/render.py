@@ -13,7 +13,7 @@ from models.risk_data import KINDS, InRisk, RiskObject
 from models.tenancy import Risk
 from models.webhooks import Delivery, Event, Webhook
 from riskapi.services.json_values import Convert, converter, identifier, plain, value
-from riskapi.services.rows import Column, Columns, Row, Shape
+from riskapi.services.rows import Column, Columns, Reader, Row, Shape
 
 # The models rendered in the envelope: each names its `object`.
 Model = type[InRisk] | type[Webhook] | type[Delivery] | type[Event] | type[Risk]
@@ -196,10 +196,10 @@ def _shape(model: type[InRisk]) -> Shape:
     return out
 
 
-def _item(model: type[InRisk], row: Row | dict) -> dict:
+def _item(model: type[InRisk], row: Row | dict, read: Reader | None = None) -> dict:
     """Return a row's envelope with its relations as when none is included (a fetched row's through its reader)."""
     if type(row) is Row:
-        read = row.columns.reader(model, _shape)
+        read = read or row.columns.reader(model, _shape)
         if read is not None:
             return read(row.values)
     item = envelope(model, row)
@@ -214,8 +214,12 @@ def envelopes(model: type[InRisk], rows: Sequence[Row | dict], include: list | N
     names = _relations(model)
     embedded = {name: _embedded(model, name, rows) for name in names or () if name in (include or ())}
     items = []
+    # The rows of one query share their columns, and so their reader: found once, not a row at a time.
+    first = rows[0] if rows else None
+    columns = first.columns if isinstance(first, Row) else None
+    read = columns.reader(model, _shape) if columns is not None else None
     for row in rows:
-        item = _item(model, row)
+        item = _item(model, row, read if type(row) is Row and row.columns is columns else None)
         for name in embedded:
             item["relations"][name] = _relation(model, name, row, item["data"], embedded)
         items.append(item)
