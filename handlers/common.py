@@ -84,19 +84,19 @@ def list_page(
     """Answer one page of the request's list operation: the spec's filters and sorts, a signed cursor, Laravel's envelope.
 
     render_rows(rows) turns the page's rows into its items; scope_id is what reference filters look up within;
-    fetch(query) runs the page's query (render.fetch reads the driver's rows as they are). A page without
-    filters is read through pages when given: rows_query's text written once per shape, its rows read as fetch does.
+    fetch(query) runs the page's query (render.fetch reads the driver's rows as they are). Given pages, a page is
+    read through them instead: rows_query's text written once per shape, its rows read as fetch reads them.
     """
     listing = _listing(spec.function_name(context.operation.operation_id), model)
-    requested = listing.requested() if filters is None else filters
+    where = listing.condition(scope_id, listing.requested() if filters is None else filters)
     paginator = Paginator(listing.keys(sort), listing.signature_of(sort), cursor_secret())
-    if pages is not None and not requested:
+    if pages is not None:
         rows_after = pages.rows_after(
-            paginator, scope_id, lambda text, values: render.rows_of(model, models.run_as_text(text, values))
+            paginator, scope_id, where, lambda text, values: render.rows_of(model, models.run_as_text(text, values))
         )
         rows, next_cursor, prev_cursor = paginator.page_from(rows_after, per_page, cursor)
     else:
-        rows_query = listing.apply(rows_query, scope_id, requested)
+        rows_query = rows_query if where is None else rows_query.where(where)
         rows, next_cursor, prev_cursor = paginator.page(rows_query, per_page, cursor, fetch)
     args = list(flask.request.args.items(multi=True))
     return respond(200, envelope(render_rows(rows), per_page, next_cursor, prev_cursor, flask.request.base_url, args))

@@ -33,8 +33,8 @@ def _list(
 
 @functools.cache
 def _pages(model: type[InRisk]) -> PreparedPages:
-    """Return the page queries of a kind's list, each written once per shape (a page without filters)."""
-    return PreparedPages(lambda risk: render.select_all(model).where(model.risk == risk), model.risk)
+    """Return the page queries of a kind's list, each written once per shape."""
+    return PreparedPages(model, lambda risk: render.select_all(model).where(model.risk == risk), model.risk)
 
 
 def _create(model: type[RiskObject], agency_id: int, risk: str, include: list[str] | None) -> flask.Response:

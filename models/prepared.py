@@ -22,29 +22,48 @@ _SLOT = re.compile(r" /\*slot(\d+)\*/")
 
 Shape = tuple[type, tuple[int | None, ...]]
 
+# A condition a build leaves open, given with each call (`bound(..., hole=...)`): a list's filters, whose shapes
+# are too many to write once each. At most one per query; it stands where a WHERE term would.
+HOLE = peewee.SQL("/*hole*/")
+_HOLE = "/*hole*/"
+
+# A written text: (its text, or the text before and after its hole), the slots in order, how many come before the hole.
+_Written = tuple[tuple[str, ...], list[tuple[int, int | None]], int]
+
 
 class Prepared:
     """A SELECT whose text is written once per shape; `rows(*values)` runs it."""
 
     def __init__(self, build: Callable[..., peewee.Query]) -> None:
         self.build = build
-        self.texts: dict[Shape, tuple[str, list[tuple[int, int | None]]]] = {}
+        self.texts: dict[Shape, _Written] = {}
 
     def rows(self, *values: Any) -> list[tuple[Any, ...]]:
         """Run the query with these values (a list or tuple fills a list of slots); return its rows as tuples."""
         return list(db.execute_sql(*self.bound(*values)).fetchall())
 
-    def bound(self, *values: Any) -> tuple[str, list[Any]]:
-        """Return the query's text for these values' shape, and the values in the order its slots ask for them."""
+    def bound(self, *values: Any, hole: tuple[str, list[Any]] | None = None) -> tuple[str, list[Any]]:
+        """Return the query's text for these values' shape, and the values in the order its slots ask for them.
+
+        A query built with HOLE takes its condition's text and values as `hole` (written by `condition`).
+        """
         database = db.obj
         shape: Shape = (type(database), tuple(len(v) if isinstance(v, list | tuple) else None for v in values))
         written = self.texts.get(shape)
         if written is None:
             written = self.texts[shape] = self._write(database, shape[1])
-        text, order = written
-        return text, [values[value] if item is None else values[value][item] for value, item in order]
+        pieces, order, before = written
+        params = [values[value] if item is None else values[value][item] for value, item in order]
+        if len(pieces) == 1:
+            if hole is not None:
+                raise ValueError("a condition was given to a prepared query without a hole")
+            return pieces[0], params
+        if hole is None:
+            raise ValueError("a prepared query with a hole needs its condition")
+        text, held = hole
+        return f"{pieces[0]}({text}){pieces[1]}", params[:before] + list(held) + params[before:]
 
-    def _write(self, database: peewee.Database, lengths: Sequence[int | None]) -> tuple[str, list[tuple[int, int | None]]]:
+    def _write(self, database: peewee.Database, lengths: Sequence[int | None]) -> _Written:
         numbered: list[tuple[int, int | None]] = []
 
         def slot(value: int, item: int | None = None) -> peewee.SQL:
@@ -59,4 +78,18 @@ class Prepared:
         if set(found) != set(range(len(numbered))):  # a slot written twice (a cursor's value) is bound twice
             raise ValueError("a prepared query must write each of its slots")
         order = [numbered[number] for number in found]
-        return _SLOT.sub("", text), order
+        if text.count(_HOLE) > 1:
+            raise ValueError("a prepared query has at most one hole")
+        head, _, tail = text.partition(_HOLE)
+        pieces = (_SLOT.sub("", head), _SLOT.sub("", tail)) if _HOLE in text else (_SLOT.sub("", text),)
+        return pieces, order, len(_SLOT.findall(head))
+
+
+def condition(model: type[peewee.Model], where: peewee.ColumnBase) -> tuple[str, list[Any]]:
+    """Return the text and values of a condition on a model's rows, for the HOLE of a query selecting from that model.
+
+    Written as the WHERE of a query from the model, as Peewee writes it inside the whole query: the model's table
+    aliased t1 and any subquery in parentheses with aliases of its own (written alone, neither holds).
+    """
+    text, params = model.select(peewee.SQL("1")).where(where).sql()
+    return text.partition(" WHERE ")[2], params

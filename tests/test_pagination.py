@@ -1,11 +1,12 @@
 """Cursor pagination: envelope, walking both ways, stability, cursor and per_page errors; over HTTP, then directly."""
 
 import base64
+import functools
 
 import httpx
 import pytest
 
-from models.risk_data import Driver
+from models.risk_data import Driver, Vehicle
 from riskapi.exceptions import ValidationFailed
 from riskapi.services.list_query import ListSpec
 from riskapi.services.pagination import Paginator, envelope
@@ -74,9 +75,9 @@ def test_walk_forward_then_back(client, tenant, drivers, sort):
 
 
 @pytest.mark.parametrize("sort", ["last_name", "-last_name", "-created"])
-def test_a_page_read_through_its_written_text_is_the_page_peewee_writes(client, tenant, drivers, sort):
-    # Without filters a drivers page runs the text written once per shape (PreparedPages); a filter every driver
-    # passes sends the same walk through Peewee's query: both ways, the same pages, and cursors good for either.
+def test_a_filter_every_driver_passes_reads_the_pages_of_no_filter(client, tenant, drivers, sort):
+    # A drivers page runs its text written once per shape (PreparedPages); a filter every driver passes is written
+    # into that text's hole: both ways, the same pages as without it (each compared with Peewee's query below).
     def pages(*extra):
         params = {"per_page": 10, "sort": sort, **dict(extra)}
         first = client.get(tenant.url("/drivers"), params=params, headers=tenant.headers).request.url
@@ -247,3 +248,64 @@ def test_the_envelope_repeats_every_other_parameter_in_its_page_urls():
     )
     assert page["next_cursor"] == "next.c"
     assert page["prev_cursor"] is None and page["prev_page_url"] is None
+
+
+FILTERS = [
+    {},
+    {"search": "n1"},
+    {"last_name": "N"},
+    {"number": "3,5,7,9,11"},
+    {"is_employee": "false"},
+    {"license_state": "TX,CA"},
+    {"percent_use": "0"},
+    {"created": "2020-01-01,"},
+    {"updated": ",2999-12-31"},
+    {"vehicle": "1,00000000-0000-0000-0000-000000000000"},
+    {"search": "n", "number": "1,2,3,4,5,6,7,8,9,10,11,12,13,14"},
+]
+
+
+@pytest.mark.parametrize("filters", FILTERS, ids=lambda f: ",".join(f) or "none")
+@pytest.mark.parametrize("sort", [(), ("last_name",), ("-created",)])
+def test_a_page_of_written_texts_reads_what_peewee_reads(profile, filters, sort):
+    # PreparedPages writes the text once per shape and each request's filters into its hole (models.prepared):
+    # walked both ways, every page and cursor equals Peewee's query of the same filters.
+    from handlers.risk_data import _pages
+    from models import run_as_text
+    from riskapi.services import render
+
+    Vehicle.create(risk=profile.id, number=1)
+    for number, name in enumerate(["n1", None, "n2", "n10", None, "n1", "x"] * 2, start=1):
+        Driver.create(risk=profile.id, number=number, last_name=name, is_employee=number % 2 == 0, percent_use=number % 3)
+    listing = ListSpec("listDrivers", Driver)
+    pager = paginator(*sort)
+    where = listing.condition(profile.id, filters)
+    pages_ = _pages(Driver)
+    peewee_query = render.select_all(Driver).where(Driver.risk == profile.id)
+    peewee_query = peewee_query if where is None else peewee_query.where(where)
+
+    def written(cursor):
+        read = lambda text, values: render.rows_of(Driver, run_as_text(text, values))  # noqa: E731
+        return pager.page_from(pages_.rows_after(pager, profile.id, where, read), 10, cursor)
+
+    def peewee(cursor):
+        return pager.page(peewee_query, 10, cursor, functools.partial(render.fetch, Driver))
+
+    def walk_both(cursor, way):
+        # Each page both ways; `way` picks the cursor followed (1: next, 2: previous). Return the last page's answer.
+        while True:
+            a, b = written(cursor), peewee(cursor)
+            assert [r["id"] for r in a[0]] == [r["id"] for r in b[0]] and a[1:] == b[1:]
+            walked.extend(r["id"] for r in a[0])
+            if a[way] is None:
+                return a
+            cursor = a[way]
+
+    walked: list[int] = []
+    last = walk_both(None, 1)
+    forward = len(walked)
+    if last[2] is not None:
+        walk_both(last[2], 2)
+    assert forward == len(set(walked[:forward]))  # no row twice in one direction
+    if not filters:
+        assert forward == 14 and len(walked) > forward  # every driver, then pages walked back too

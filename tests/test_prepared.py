@@ -2,6 +2,7 @@
 
 import pytest
 
+import models
 from models.prepared import Prepared
 from models.tenancy import Agency
 
@@ -37,3 +38,23 @@ def test_a_slot_written_twice_is_bound_at_each_place(connection):
     assert query.rows(4) == [("prepared-twice",)]
     text, values = query.bound(4)
     assert values == [4, 4] and text.count(" /*slot") == 0
+
+
+def test_a_hole_takes_its_condition_between_the_values_before_and_after_it(connection):
+    from models.prepared import HOLE, condition
+
+    Agency.create(name="hole-a", webhook_limit=5)
+    Agency.create(name="hole-b", webhook_limit=6)
+
+    def build(floor, limit):
+        return Agency.select(Agency.name).where(Agency.webhook_limit >= floor).where(HOLE).order_by(Agency.id).limit(limit)
+
+    query = Prepared(build)
+    held = condition(Agency, Agency.name.in_(["hole-a", "hole-b"]) & (Agency.webhook_limit != 5))
+    text, values = query.bound(1, 10, hole=held)
+    assert values == [1, "hole-a", "hole-b", 5, 10] and "/*" not in text
+    assert [row for (row,) in models.db.execute_sql(text, values).fetchall()] == ["hole-b"]
+    with pytest.raises(ValueError, match="needs its condition"):
+        query.bound(1, 10)
+    with pytest.raises(ValueError, match="without a hole"):
+        Prepared(lambda name: Agency.select().where(Agency.name == name)).bound("x", hole=held)

@@ -1,6 +1,8 @@
 """Filters, sorts and includes of a list operation, read from its parameters in the spec."""
 
 import datetime
+import functools
+import operator
 from typing import Any, TypeVar, overload
 
 import flask
@@ -115,17 +117,23 @@ class ListSpec:
 
     def apply(self, query: "peewee.ModelSelect[Any]", risk_id: int, filters: dict | None = None) -> "peewee.ModelSelect[Any]":
         """Return the query narrowed by every filter (the request's own when none are given)."""
+        where = self.condition(risk_id, self.requested() if filters is None else filters)
+        return query if where is None else query.where(where)
+
+    def condition(self, risk_id: int, filters: dict) -> peewee.ColumnBase | None:
+        """Return the condition of every filter together (None: no filter); raise ValidationFailed for a bad value."""
         errors: dict[str, list[str]] = {}
-        for name, value in (self.requested() if filters is None else filters).items():
+        clauses = []
+        for name, value in filters.items():
             definition = self.filters[name]
             try:
-                query = query.where(self._clause(name, definition, value, risk_id))
+                clauses.append(self._clause(name, definition, value, risk_id))
             except ValueError:
                 formats = listing(definition.get("x-formats", ()))
                 errors[f"filter[{name}]"] = [message("date_range", f"filter[{name}]", formats=formats)]
         if errors:
             raise ValidationFailed(errors)
-        return query
+        return functools.reduce(operator.and_, clauses) if clauses else None
 
     def _clause(self, name: str, definition: dict, value: str, risk_id: int) -> peewee.ColumnBase:
         """Return the condition of one filter: a text search, the uuid list, or the one of its `x-filter` kind."""

@@ -14,7 +14,7 @@ import itsdangerous
 import orjson
 import peewee
 
-from models.prepared import Prepared
+from models.prepared import HOLE, Prepared, condition
 from riskapi.exceptions import ValidationFailed
 from riskapi.services.messages import message
 
@@ -201,32 +201,41 @@ class PreparedPages:
     """A list's page query written once per shape, then run with each page's values (models.prepared).
 
     Peewee wrote a drivers page's text on every request: 134 µs against the 5 µs of binding its values (2026-11-27).
-    A shape is the sort, the direction and which of the cursor's values are null; base(scope) is the list's query
-    of one scope (a risk profile's drivers), and run(text, values) runs a text (models.run_as_text, then the rows).
+    A shape is the sort, the direction, which of the cursor's values are null and whether filters narrow the page;
+    base(scope) is the list's query of one scope (a risk profile's drivers), and run(text, values) runs a text
+    (models.run_as_text, then the rows). Filters take too many shapes to write each once (a list of any length, a
+    range open at either end): their condition alone is written with each request, into the text's HOLE.
     """
 
-    def __init__(self, base: Callable[[Any], "peewee.ModelSelect[Any]"], scope: peewee.Field) -> None:
-        self.base, self.scope = base, scope
+    def __init__(self, model: type[peewee.Model], base: Callable[[Any], "peewee.ModelSelect[Any]"], scope: peewee.Field) -> None:
+        self.model, self.base, self.scope = model, base, scope
         self.written: dict[tuple, Prepared] = {}
 
-    def rows_after(self, paginator: Paginator, scope_id: Any, run: Callable[[str, list], list]) -> RowsAfter:
-        """Return the rows_after of Paginator.page_from reading one scope's rows through this list's written texts."""
+    def rows_after(
+        self, paginator: Paginator, scope_id: Any, where: peewee.ColumnBase | None, run: Callable[[str, list], list]
+    ) -> RowsAfter:
+        """Return the rows_after of Paginator.page_from reading one scope's rows narrowed by where, through written texts."""
         keys = paginator.keys
+        hole = condition(self.model, where) if where is not None else None
 
         def rows_after(values: list | None, flip: bool, limit: int) -> list:
             nulls = None if values is None else tuple(value is None for value in values)
-            shape = (paginator.signature, flip, nulls)
+            shape = (paginator.signature, flip, nulls, hole is not None)
             prepared = self.written.get(shape)
             if prepared is None:
-                prepared = self.written[shape] = Prepared(functools.partial(self._build, paginator, flip, nulls))
+                prepared = self.written[shape] = Prepared(functools.partial(self._build, paginator, *shape[1:]))
             # Each value as Peewee would bind it: through its field's db_value.
             after = [k.field.db_value(v) for k, v in zip(keys, values or (), strict=False) if v is not None]
-            return run(*prepared.bound(self.scope.db_value(scope_id), after, limit))
+            return run(*prepared.bound(self.scope.db_value(scope_id), after, limit, hole=hole))
 
         return rows_after
 
-    def _build(self, paginator: Paginator, flip: bool, nulls: tuple | None, scope: Any, after: list, limit: Any) -> peewee.Query:
+    def _build(
+        self, paginator: Paginator, flip: bool, nulls: tuple | None, filtered: bool, scope: Any, after: list, limit: Any
+    ) -> peewee.Query:
         query = self.base(scope)
+        if filtered:
+            query = query.where(HOLE)
         if nulls is not None:
             slots = iter(after)
             query = query.where(paginator._position([None if null else next(slots) for null in nulls], flip))
