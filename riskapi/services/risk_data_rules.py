@@ -227,11 +227,7 @@ def apply_update(profile: Risk, plan: list[tuple[int, type[InRisk], int, dict, d
     written: dict[type[InRisk], set[int]] = {}
     for _, model, object_id, _, _ in plan:
         written.setdefault(model, set()).add(object_id)
-    rows = {
-        (model, row["id"]): row
-        for model, ids in written.items()
-        for row in render.fetch(model, render.select_all(model).where(model.id.in_(list(ids))))
-    }
+    rows = {(model, row["id"]): row for model, ids in written.items() for row in render.fetch_in(model, model.id, list(ids))}
     for i, model, object_id, values, _ in plan:
         current = rows.get((model, object_id))
         if current is None:
