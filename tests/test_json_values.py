@@ -105,3 +105,18 @@ def test_the_driver_gives_uuids_as_text_and_models_as_uuid_objects(filled):
     assert type(raw["uuid"]) is str and identifier(raw["uuid"]) == str(stored.uuid)
     assert type(raw["created"]) is str and moment(raw["created"]) == moment(stored.created)
     assert type(stored.uuid) is uuid.UUID and type(pair[0]) is uuid.UUID
+
+
+def test_fetch_in_reads_each_wanted_row_once_through_a_text_per_power_of_two(filled):
+    with models.db.connection_context():
+        for number in range(10, 17):
+            Vehicle.create(risk=filled, number=number)
+        ids = [row for (row,) in Vehicle.select(Vehicle.id).where(Vehicle.risk == filled).order_by(Vehicle.id).tuples()]
+        assert len(ids) == 9
+        for n in range(1, 10):
+            # Repeats and nulls ask for nothing more; the rest is padded with NULLs to the next power of two.
+            rows = render.fetch_in(Vehicle, Vehicle.id, ids[:n] + ids[:1] + [None])
+            assert sorted(row["id"] for row in rows) == ids[:n]
+        assert render.fetch_in(Vehicle, Vehicle.id, [None]) == []
+    sizes = {lengths for _, lengths in render._in(Vehicle, Vehicle.id).texts}  # the process's other tests' too
+    assert {(1,), (2,), (4,), (8,), (16,)} <= sizes and all(n & (n - 1) == 0 for (n,) in sizes)

@@ -309,3 +309,23 @@ def test_a_page_of_written_texts_reads_what_peewee_reads(profile, filters, sort)
     assert forward == len(set(walked[:forward]))  # no row twice in one direction
     if not filters:
         assert forward == 14 and len(walked) > forward  # every driver, then pages walked back too
+
+
+def test_a_list_keeps_only_its_latest_page_shapes(profile):
+    # The sort takes up to 20 columns in any order and direction: a caller could ask for countless shapes,
+    # so a list keeps the latest SHAPES_KEPT written and writes an older one again when asked.
+    from models import run_as_text
+    from riskapi.services import render
+    from riskapi.services.pagination import SHAPES_KEPT, PreparedPages
+
+    Driver.create(risk=profile.id, number=1, last_name="kept")
+    pages_ = PreparedPages(Driver, lambda risk: render.select_all(Driver).where(Driver.risk == risk), Driver.risk)
+    names = ["number", "last_name", "first_name", "created", "updated", "year_licensed", "percent_use", "sex"]
+    pairs = [(a, b) for a in names for b in names if a != b]
+    sorts = [[x + a, y + b] for a, b in pairs for x in ("", "-") for y in ("", "-")] + [[a, b, "sex"] for a, b in pairs]
+    assert len(sorts) > SHAPES_KEPT
+    read = lambda text, values: render.rows_of(Driver, run_as_text(text, values))  # noqa: E731
+    for sort in sorts:
+        (rows, _, _) = paginator(*sort).page_from(pages_.rows_after(paginator(*sort), profile.id, None, read), 10, None)
+        assert [row["last_name"] for row in rows] == ["kept"]
+    assert len(pages_.written) == SHAPES_KEPT

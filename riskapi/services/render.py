@@ -114,10 +114,12 @@ def fetch(model: Model, query: peewee.Query) -> list[Row]:
 
 
 def fetch_in(model: type[InRisk], key: peewee.Field, values: list) -> list[Row]:
-    """Fetch a model's rows whose key is one of values (select_all's columns), by a text written once per count of them."""
+    """Fetch a model's rows whose key is one of values (select_all's columns), by texts written once per size."""
     wanted = [key.db_value(value) for value in dict.fromkeys(values) if value is not None]  # IN's answer without repeats
     if not wanted:
         return []
+    # Padded with NULLs (which match nothing) to a power of two: a dozen texts cover any count, not one text a count.
+    wanted += [None] * ((1 << (len(wanted) - 1).bit_length()) - len(wanted))
     text, params = _in(model, key).bound(wanted)
     return rows_of(model, models.run_as_text(text, params))
 
