@@ -91,9 +91,7 @@ def list_page(
     where = listing.condition(scope_id, listing.requested() if filters is None else filters)
     paginator = Paginator(listing.keys(sort), listing.signature_of(sort), cursor_secret())
     if pages is not None:
-        rows_after = pages.rows_after(
-            paginator, scope_id, where, lambda text, values: render.rows_of(model, models.run_as_text(text, values))
-        )
+        rows_after = pages.rows_after(paginator, scope_id, where, functools.partial(render.fetch_text, model))
         rows, next_cursor, prev_cursor = paginator.page_from(rows_after, per_page, cursor)
     else:
         rows_query = rows_query if where is None else rows_query.where(where)

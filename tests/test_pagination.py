@@ -271,7 +271,6 @@ def test_a_page_of_written_texts_reads_what_peewee_reads(profile, filters, sort)
     # PreparedPages writes the text once per shape and each request's filters into its hole (models.prepared):
     # walked both ways, every page and cursor equals Peewee's query of the same filters.
     from handlers.risk_data import _pages
-    from models import run_as_text
     from riskapi.services import render
 
     Vehicle.create(risk=profile.id, number=1)
@@ -285,8 +284,9 @@ def test_a_page_of_written_texts_reads_what_peewee_reads(profile, filters, sort)
     peewee_query = peewee_query if where is None else peewee_query.where(where)
 
     def written(cursor):
-        read = lambda text, values: render.rows_of(Driver, run_as_text(text, values))  # noqa: E731
-        return pager.page_from(pages_.rows_after(pager, profile.id, where, read), 10, cursor)
+        return pager.page_from(
+            pages_.rows_after(pager, profile.id, where, functools.partial(render.fetch_text, Driver)), 10, cursor
+        )
 
     def peewee(cursor):
         return pager.page(peewee_query, 10, cursor, functools.partial(render.fetch, Driver))
@@ -314,7 +314,6 @@ def test_a_page_of_written_texts_reads_what_peewee_reads(profile, filters, sort)
 def test_a_list_keeps_only_its_latest_page_shapes(profile):
     # The sort takes up to 20 columns in any order and direction: a caller could ask for countless shapes,
     # so a list keeps the latest SHAPES_KEPT written and writes an older one again when asked.
-    from models import run_as_text
     from riskapi.services import render
     from riskapi.services.pagination import SHAPES_KEPT, PreparedPages
 
@@ -324,7 +323,7 @@ def test_a_list_keeps_only_its_latest_page_shapes(profile):
     pairs = [(a, b) for a in names for b in names if a != b]
     sorts = [[x + a, y + b] for a, b in pairs for x in ("", "-") for y in ("", "-")] + [[a, b, "sex"] for a, b in pairs]
     assert len(sorts) > SHAPES_KEPT
-    read = lambda text, values: render.rows_of(Driver, run_as_text(text, values))  # noqa: E731
+    read = functools.partial(render.fetch_text, Driver)
     for sort in sorts:
         (rows, _, _) = paginator(*sort).page_from(pages_.rows_after(paginator(*sort), profile.id, None, read), 10, None)
         assert [row["last_name"] for row in rows] == ["kept"]

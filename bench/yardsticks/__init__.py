@@ -1,6 +1,7 @@
 """The bare endpoints the service is measured against: a Flask + Peewee baseline and the floor of a Python process.
 
-Both write a driver as the service does, through `envelope`, so that their figures are for the same answer.
+Both write a driver as the service does, through `envelope`, and a page through `page`, so that their figures are
+for the same answer.
 """
 
 import datetime
@@ -29,4 +30,17 @@ def envelope(row: Mapping[str, Any]) -> dict:
         "data": data,
         "meta": {"created": _stamp(row["created"]), "updated": _stamp(row["updated"])},
         "relations": {"address": None, "vehicle": vehicle},
+    }
+
+
+def page(items: list[dict], path: str, per_page: int, cursor: str | None) -> dict:
+    """Return a first-to-last walk's page in the service's cursor envelope (no previous page: the walk goes forward)."""
+    return {
+        "data": items,
+        "path": path,
+        "per_page": per_page,
+        "next_cursor": cursor,
+        "next_page_url": f"{path}?per_page={per_page}&cursor={cursor}" if cursor else None,
+        "prev_cursor": None,
+        "prev_page_url": None,
     }

@@ -12,7 +12,7 @@ import orjson
 import peewee
 
 import models
-from bench.yardsticks import envelope
+from bench.yardsticks import envelope, page
 from models.risk_data import Driver, Vehicle
 from models.tenancy import Risk, Token
 from riskapi.config import Settings
@@ -51,15 +51,7 @@ def list_drivers(risk):
     more, rows = len(rows) > per_page, rows[:per_page]
     next_cursor = base64.urlsafe_b64encode(orjson.dumps([rows[-1]["number"], rows[-1]["id"]])).decode() if more else None
     path = flask.request.base_url
-    body = {
-        "data": [envelope(row) for row in rows],
-        "path": path,
-        "per_page": per_page,
-        "next_cursor": next_cursor,
-        "next_page_url": f"{path}?per_page={per_page}&cursor={next_cursor}" if next_cursor else None,
-        "prev_cursor": None,
-        "prev_page_url": None,
-    }
+    body = page([envelope(row) for row in rows], path, per_page, next_cursor)
     return flask.Response(orjson.dumps(body), mimetype="application/json")
 
 

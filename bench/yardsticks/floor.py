@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl
 import asyncpg
 import orjson
 
-from bench.yardsticks import FIELDS, envelope
+from bench.yardsticks import FIELDS, envelope, page
 from models.risk_data import Driver
 from models.tenancy import Token
 
@@ -66,16 +66,7 @@ async def _page(pool: asyncpg.Pool, scope: dict, risk: str) -> tuple[int, bytes]
     cursor = base64.urlsafe_b64encode(orjson.dumps([rows[-1]["number"], rows[-1]["id"]])).decode() if more else None
     host = headers.get(b"host", b"localhost").decode()
     path = f"http://{host}{scope['path']}"
-    body = {
-        "data": [envelope(row) for row in rows],
-        "path": path,
-        "per_page": per_page,
-        "next_cursor": cursor,
-        "next_page_url": f"{path}?per_page={per_page}&cursor={cursor}" if cursor else None,
-        "prev_cursor": None,
-        "prev_page_url": None,
-    }
-    return 200, orjson.dumps(body)
+    return 200, orjson.dumps(page([envelope(row) for row in rows], path, per_page, cursor))
 
 
 async def app(scope: dict, receive, send) -> None:

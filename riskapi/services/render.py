@@ -120,13 +120,17 @@ def fetch_in(model: type[InRisk], key: peewee.Field, values: list) -> list[Row]:
         return []
     # Padded with NULLs (which match nothing) to a power of two: a dozen texts cover any count, not one text a count.
     wanted += [None] * ((1 << (len(wanted) - 1).bit_length()) - len(wanted))
-    text, params = _in(model, key).bound(wanted)
-    return rows_of(model, models.run_as_text(text, params))
+    return fetch_text(model, *_in(model, key).bound(wanted))
 
 
 @functools.cache
 def _in(model: type[InRisk], key: peewee.Field) -> Prepared:
     return Prepared(lambda values: select_all(model).where(key.in_(values)))
+
+
+def fetch_text(model: Model, text: str, values: list) -> list[Row]:
+    """Run a written text of a model's rows (models.prepared) and return them as fetch does."""
+    return rows_of(model, models.run_as_text(text, values))
 
 
 def rows_of(model: Model, cursor: Any) -> list[Row]:
