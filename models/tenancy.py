@@ -8,6 +8,7 @@ from typing import Self
 import peewee
 
 from models import BaseModel, PublicModel, utcnow
+from models.prepared import Prepared
 
 
 class Agency(PublicModel):
@@ -89,7 +90,12 @@ class Risk(PublicModel):
     @classmethod
     def of_agency(cls, agency_id: int, risk_uuid: str) -> "Risk | None":
         """Return the agency's risk profile with this UUID, or None."""
-        return cls.get_or_none((cls.uuid == risk_uuid) & (cls.agency == agency_id))
+        # Every request on risk data asks it (a new profile misses handlers.common's cache): its text is written once.
+        text, values = _OF_AGENCY.bound(cls.uuid.db_value(risk_uuid), agency_id)
+        return next(iter(cls.raw(text, *values)), None)
+
+
+_OF_AGENCY = Prepared(lambda uuid, agency: Risk.select().where((Risk.uuid == uuid) & (Risk.agency == agency)))
 
 
 class AppKey(BaseModel):
