@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
+import functools
 import hmac
 import secrets
 from collections.abc import Iterable
@@ -59,7 +59,7 @@ def sign(secret: str, body: bytes) -> str:
     if not isinstance(body, (bytes, bytearray, memoryview)):
         # Signing a str would hide an encoding choice the receiver can't see.
         raise TypeError(f"body must be bytes, not {type(body).__name__}")
-    return hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+    return hmac.digest(secret.encode("utf-8"), body, "sha256").hex()
 
 
 def verify(secret: str, body: bytes, signature: str) -> bool:
@@ -78,6 +78,8 @@ def verify(secret: str, body: bytes, signature: str) -> bool:
     return hmac.compare_digest(expected.encode("ascii"), provided)
 
 
+# A worker signs every attempt with its webhook's one or two secrets: decode each once, not per attempt.
+@functools.lru_cache(maxsize=1024)
 def standard_key(secret: str) -> bytes:
     """Return the Standard Webhooks HMAC key of a `whsec_` secret: the base64-decoded part after the prefix.
 
@@ -109,9 +111,9 @@ def sign_standard(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
     """Return `v1,<base64 HMAC-SHA256 of "{msg_id}.{timestamp}.{body}">` keyed by standard_key(secret)."""
     if not isinstance(body, (bytes, bytearray, memoryview)):
         raise TypeError(f"body must be bytes, not {type(body).__name__}")
-    mac = hmac.new(standard_key(secret), f"{msg_id}.{int(timestamp)}.".encode(), hashlib.sha256)
-    mac.update(body)
-    return "v1," + base64.b64encode(mac.digest()).decode("ascii")
+    # One call into OpenSSL (hmac.digest) costs a third of an hmac.new object fed twice; the copy of body is cheaper.
+    signed = b"".join((f"{msg_id}.{int(timestamp)}.".encode(), body))
+    return "v1," + base64.b64encode(hmac.digest(standard_key(secret), signed, "sha256")).decode("ascii")
 
 
 def standard_signatures(secrets_: Iterable[str], msg_id: str, timestamp: int, body: bytes) -> str:
