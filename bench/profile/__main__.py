@@ -3,6 +3,7 @@
 list      GET a 50-driver page under wrk (16 connections), py-spy on `riskapi serve --no-worker` as bench.run runs it
 bulk      1,000-driver creates one after another, py-spy on the same service
 delivery  deliveries recorded in the outbox, py-spy on one `riskapi worker` while it sends them to a local receiver
+probe     GET healthz under wrk as list runs the page: the cost of the machinery between socket and handler alone
 soak      `python -m bench.soak --seconds S` of the checkout, py-spy on its serve (API processes and worker)
 
 Each prints the operation's cost (server CPU ms per request, per driver, per delivery) and the profile:
@@ -32,7 +33,7 @@ def options(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.profile", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("workload", choices=("list", "bulk", "delivery", "soak"))
+    parser.add_argument("workload", choices=("list", "bulk", "probe", "delivery", "soak"))
     parser.add_argument(
         "--root", type=Path, default=ROOT, metavar="DIR", help="profile the code of checkout DIR (default: this one)"
     )
@@ -41,6 +42,7 @@ def options(argv=None) -> argparse.Namespace:
     parser.add_argument("--top", type=int, default=25, help="lines per table (default 25)")
     parser.add_argument("--processes", type=int, default=1, help="API processes for list and bulk (default 1)")
     parser.add_argument("--drivers", type=int, default=20_000, help="drivers seeded for list (default 20000)")
+    parser.add_argument("--per-page", type=int, default=50, help="drivers a page for list, 10 to 100 (default 50, as bench.run)")
     parser.add_argument("--size", type=int, default=1000, help="drivers per POST for bulk (default 1000)")
     parser.add_argument("--subscribed", type=int, default=0, help="bulk: webhooks subscribed to driver.created (default 0)")
     parser.add_argument("--deliveries", type=int, default=3000, help="deliveries for delivery (default 3000)")
@@ -74,13 +76,13 @@ def api(args, work: Path, url: str, drivers: int, redis_url: str) -> tuple[serve
 
 
 def profile_api(args, work: Path, raw: Path) -> None:
-    """Profile the list or the bulk create on the service as deployed."""
+    """Profile the list, the bulk create or the probe on the service as deployed."""
     url = args.database_url or f"sqlite:///{work}/bench.db"
     redis = servers.RedisServer(str(work)).start()
     server = None
     try:
         server, seeded, path = api(args, work, url, args.drivers if args.workload == "list" else 10, redis.url)
-        run = workloads.list_load if args.workload == "list" else workloads.bulk_load
+        run = {"list": workloads.list_load, "bulk": workloads.bulk_load, "probe": workloads.probe_load}[args.workload]
         meter = Meter(lambda: server.proc.pid, redis.url, redis.proc.pid, url)
         run(args, server, seeded, path, lambda: pyspy.Recording(server.proc.pid, raw, args.rate), meter)
     finally:
@@ -137,7 +139,7 @@ def main(argv=None) -> int:
     started = time.monotonic()
     print(f"{args.workload} at {servers.commit_of(args.root)} ({args.root}), py-spy --gil -r {args.rate}", flush=True)
     try:
-        if args.workload in ("list", "bulk"):
+        if args.workload in ("list", "bulk", "probe"):
             profile_api(args, work, raw)
             raws = [raw]
         elif args.workload == "delivery":

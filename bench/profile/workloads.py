@@ -21,8 +21,16 @@ WORKER_GRACE = 10.0
 
 
 def list_load(args, server: servers.Server, seeded: seed.Seeded, path: str, record, meter: Meter) -> None:
-    """wrk on the first page (16 connections) for args.seconds, recorded; print requests/s and CPU per request."""
-    page = path + "?per_page=50"
+    """wrk on the first page (16 connections, --per-page drivers) for args.seconds, recorded; print req/s and CPU a request."""
+    _wrk_load(args, server, seeded, f"{path}?per_page={args.per_page}", record, meter)
+
+
+def probe_load(args, server: servers.Server, seeded: seed.Seeded, path: str, record, meter: Meter) -> None:
+    """wrk on healthz as list_load does on the page: what the machinery alone costs a request (no token, no query)."""
+    _wrk_load(args, server, seeded, "/api/v1/healthz", record, meter)
+
+
+def _wrk_load(args, server: servers.Server, seeded: seed.Seeded, page: str, record, meter: Meter) -> None:
     load.wrk(server.port, page, seeded.token, 2.0, 16)  # warm-up, not recorded
     recording = record()
     time.sleep(0.5)  # py-spy attaches
