@@ -77,6 +77,14 @@ class PostgresqlPool(PooledPostgresqlDatabase):
             psycopg2.extensions.register_type(_UUID_AS_TEXT, conn)
 
     def _is_closed(self, conn: Any) -> bool:
+        return not self.sound(conn)
+
+    def sound(self, conn: Any) -> bool:
+        """Tell whether a connection may be used, as a check-out checks it: no round trip (a transaction left open is
+        rolled back)."""
+        return not self._unsound(conn)
+
+    def _unsound(self, conn: Any) -> bool:
         if conn.closed:
             return True
         adapter = self._adapter
@@ -174,6 +182,13 @@ def _check_out_live() -> None:
         # dropped one, so a ping here would only cost a round trip.
         db.connect()
         return
+    pool = db.obj
+    if isinstance(pool, PostgresqlPool) and getattr(_held, "connection", None) is db.connection():
+        # Kept from this thread's last request (keep_connection): checked as a check-out would check it.
+        if not pool.sound(_held.connection):
+            discard_connection()
+            db.connect()
+        return
     began = time.monotonic()
     try:
         db.execute_sql("SELECT 1")
@@ -182,6 +197,23 @@ def _check_out_live() -> None:
         if time.monotonic() - began >= breaker.SLOW:
             raise  # the server went silent, not away and back: a new connection would wait as long again
         db.connect()
+
+
+# A handler thread keeps its pooled connection from one request to the next (riskapi.api.app): a check-out and a
+# return cost a request more CPU than its page's queries (the pool's lock, heap and condition, Peewee's state). It
+# gives the connection back now and then, so that the pool's stale_timeout still renews it.
+HELD_FOR = 60.0
+_held = threading.local()
+
+
+def keep_connection() -> None:
+    """Keep this thread's open connection for its next request; give it back to the pool once held HELD_FOR seconds."""
+    connection, now = db.connection(), time.monotonic()
+    if getattr(_held, "connection", None) is not connection:
+        _held.connection, _held.since = connection, now
+    elif now - _held.since > HELD_FOR:
+        _held.connection = None
+        db.close()
 
 
 def connection_failed(took: float) -> None:

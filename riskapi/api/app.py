@@ -129,14 +129,14 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
 
     @flask_app.teardown_request
     def _release(exc: BaseException | None) -> None:
-        # Pooled PostgreSQL connections go back to the pool; SQLite keeps one per thread.
+        # A handler thread keeps its pooled PostgreSQL connection for its next request; SQLite keeps one per thread.
         if pooled and not models.db.is_closed():
             if isinstance(exc, errors.DATABASE_DOWN):
                 models.discard_connection()
                 # A query that waited out the TCP user timeout: the server went silent mid-request.
                 models.connection_failed(time.monotonic() - flask.g.get("connecting", time.monotonic()))
             else:
-                models.db.close()
+                models.keep_connection()
 
     return app
 
