@@ -88,12 +88,14 @@ def list_page(
     read through them instead: rows_query's text written once per shape, its rows read as fetch reads them.
     """
     listing = _listing(spec.function_name(context.operation.operation_id), model)
-    where = listing.condition(scope_id, listing.requested() if filters is None else filters)
+    filters = listing.requested() if filters is None else filters
     paginator = Paginator(listing.keys(sort), listing.signature_of(sort), cursor_secret())
     if pages is not None:
-        rows_after = pages.rows_after(paginator, scope_id, where, functools.partial(render.fetch_text, model))
+        hole = listing.written(scope_id, filters)
+        rows_after = pages.rows_after(paginator, scope_id, hole, functools.partial(render.fetch_text, model))
         rows, next_cursor, prev_cursor = paginator.page_from(rows_after, per_page, cursor)
     else:
+        where = listing.condition(scope_id, filters)
         rows_query = rows_query if where is None else rows_query.where(where)
         rows, next_cursor, prev_cursor = paginator.page(rows_query, per_page, cursor, fetch)
     args = list(flask.request.args.items(multi=True))

@@ -279,13 +279,18 @@ def test_a_page_of_written_texts_reads_what_peewee_reads(profile, filters, sort)
     listing = ListSpec("listDrivers", Driver)
     pager = paginator(*sort)
     where = listing.condition(profile.id, filters)
+    hole = listing.written(profile.id, filters)  # kept from here on: each page below asks again
     pages_ = _pages(Driver)
     peewee_query = render.select_all(Driver).where(Driver.risk == profile.id)
     peewee_query = peewee_query if where is None else peewee_query.where(where)
 
     def written(cursor):
         return pager.page_from(
-            pages_.rows_after(pager, profile.id, where, functools.partial(render.fetch_text, Driver)), 10, cursor
+            pages_.rows_after(
+                pager, profile.id, listing.written(profile.id, filters), functools.partial(render.fetch_text, Driver)
+            ),
+            10,
+            cursor,
         )
 
     def peewee(cursor):
@@ -301,6 +306,7 @@ def test_a_page_of_written_texts_reads_what_peewee_reads(profile, filters, sort)
                 return a
             cursor = a[way]
 
+    assert (hole is None) == (where is None)
     walked: list[int] = []
     last = walk_both(None, 1)
     forward = len(walked)
@@ -328,3 +334,22 @@ def test_a_list_keeps_only_its_latest_page_shapes(profile):
         (rows, _, _) = paginator(*sort).page_from(pages_.rows_after(paginator(*sort), profile.id, None, read), 10, None)
         assert [row["last_name"] for row in rows] == ["kept"]
     assert len(pages_.written) == SHAPES_KEPT
+
+
+def test_a_list_keeps_its_latest_filter_sets_written_and_never_a_bad_one(profile):
+    # A filter set asked again is not written again (a client paging through, a dashboard polling); the sets kept
+    # are bounded, as a caller can send countless ones; a bad value is refused every time it comes.
+    from riskapi.exceptions import ValidationFailed
+    from riskapi.services.list_query import KEPT
+
+    listing = ListSpec("listDrivers", Driver)
+    first = listing.written(profile.id, {"license_state": "TX,CA", "created": "2020-01-01,"})
+    assert listing.written(profile.id, {"license_state": "TX,CA", "created": "2020-01-01,"}) is first
+    assert listing.written(profile.id + 1, {"license_state": "TX,CA", "created": "2020-01-01,"}) is not first
+    assert listing.written(profile.id, {}) is None
+    for _ in range(2):
+        with pytest.raises(ValidationFailed):
+            listing.written(profile.id, {"created": "yesterday,"})
+    for n in range(KEPT + 10):
+        listing.written(profile.id, {"license_state": f"S{n}"})
+    assert len(listing._kept) == KEPT

@@ -129,6 +129,9 @@ class ParamValidator(ParameterValidator):
                 seen.add(key)
                 unique.append(param)
         super().__init__(unique, uri_parser, strict_validation, security_query_params)
+        # What every request of the operation is checked against, read from its definitions once.
+        self.filters = [m.group(1) for p in self.parameters.get("query", []) if (m := FILTER_PARAMETER.match(p["name"]))]
+        self.declared = {param["name"] for param in self.parameters.get("query", [])}
 
     @classmethod
     def once_per_operation(cls) -> Callable[..., "ParamValidator"]:
@@ -163,7 +166,7 @@ class ParamValidator(ParameterValidator):
             value = request.path_params.get(param["name"])
             if value is not None and compiled(param["schema"]).errors(value):
                 raise ApiError(404, "Not found.")
-        filters = [m.group(1) for p in self.parameters.get("query", []) if (m := FILTER_PARAMETER.match(p["name"]))]
+        filters = self.filters
         for param in self.parameters.get("query", []):
             if filters and param["name"] == f"filter[{filters[0]}]":
                 self._check_filter_names(request, filters, errors)
@@ -180,9 +183,8 @@ class ParamValidator(ParameterValidator):
 
     def _check_undeclared(self, request: ConnexionRequest, has_filters: bool, errors: dict) -> None:
         """Refuse query parameters the operation does not declare: a misspelt one must never be ignored silently."""
-        declared = {param["name"] for param in self.parameters.get("query", [])}
         for key, value in request.query_params.items():
-            if key in declared or (has_filters and (key == "filter" or _ANY_FILTER.match(key))):
+            if key in self.declared or (has_filters and (key == "filter" or _ANY_FILTER.match(key))):
                 continue
             if key in {"sort", "include"}:
                 values = value if isinstance(value, list) else [value]

@@ -16,7 +16,7 @@ import itsdangerous
 import orjson
 import peewee
 
-from models.prepared import HOLE, Prepared, condition
+from models.prepared import HOLE, Prepared
 from riskapi.exceptions import ValidationFailed
 from riskapi.services.messages import message
 
@@ -221,11 +221,11 @@ class PreparedPages:
         self._lock = threading.Lock()  # LRUCache is not thread-safe: even a lookup reorders it
 
     def rows_after(
-        self, paginator: Paginator, scope_id: Any, where: peewee.ColumnBase | None, run: Callable[[str, list], list]
+        self, paginator: Paginator, scope_id: Any, hole: tuple[str, list] | None, run: Callable[[str, list], list]
     ) -> RowsAfter:
-        """Return the rows_after of Paginator.page_from reading one scope's rows narrowed by where, through written texts."""
+        """Return the rows_after of Paginator.page_from reading one scope's rows through written texts, narrowed by
+        hole, the filters' condition as models.prepared.condition writes it (None: unfiltered)."""
         keys = paginator.keys
-        hole = condition(self.model, where) if where is not None else None
 
         def rows_after(values: list | None, flip: bool, limit: int) -> list:
             nulls = None if values is None else tuple(value is None for value in values)
