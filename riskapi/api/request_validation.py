@@ -1,5 +1,6 @@
 """Connexion validators that report every error at once, keyed as Laravel keys them."""
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -66,12 +67,12 @@ class URIParser(OpenAPIURIParser):
     def __init__(self, param_defns: dict, body_defn: dict) -> None:
         super().__init__(param_defns, body_defn)
         self.has_body = bool(body_defn.get("schema"))
-        self._schemas = {name: defn.get("schema", {}) for name, defn in self.param_defns.items()}
 
-    @property
+    # Made when first asked: Connexion builds a parser for every request and asks only the one it keeps.
+    @functools.cached_property
     def param_schemas(self) -> dict:
         """Return each parameter's schema by name (Connexion's parser builds this anew for each query key)."""
-        return self._schemas
+        return {name: defn.get("schema", {}) for name, defn in self.param_defns.items()}
 
 
 class BodyValidator(AbstractRequestBodyValidator):
