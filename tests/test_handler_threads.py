@@ -169,3 +169,30 @@ def test_at_most_half_the_threads_run_writes_so_a_read_always_finds_one():
     finally:
         gate.set()
         pool.shutdown()
+
+
+def test_the_thread_idle_last_takes_the_next_call():
+    # Under light load the same threads serve, warm, and so do the database connections they keep
+    # (models.keep_connection): the thread that went idle last is the first woken, not the one idle longest.
+    pool = HandlerThreads(threads=3, write_delay=0.0)
+    gates = [threading.Event() for _ in range(3)]
+    ran_on: dict[str, str] = {}
+
+    def job(_environ: dict, name: str, gate: threading.Event | None) -> None:
+        ran_on[name] = threading.current_thread().name
+        if gate is not None:
+            gate.wait(30)
+
+    try:
+        futures = [pool.submit(job, environ("GET"), *args) for args in zip("abc", gates, strict=True)]
+        assert wait_until(lambda: len(ran_on) == 3)
+        for idle, (gate, future) in enumerate(zip(gates, futures, strict=True), start=1):
+            gate.set()
+            future.result(timeout=30)
+            assert wait_until(lambda idle=idle: len(pool._sleepers) == idle)
+        pool.submit(job, environ("GET"), "next", None).result(timeout=30)
+        assert ran_on["next"] == ran_on["c"]
+    finally:
+        for gate in gates:
+            gate.set()
+        pool.shutdown()

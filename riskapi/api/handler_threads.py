@@ -15,7 +15,6 @@ import functools
 import heapq
 import itertools
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -40,10 +39,11 @@ class HandlerThreads(Executor):
         self._writes: list = []
         self._writing = 0
         self._sequence = itertools.count()  # first come, first served among equal due times
-        # A plain lock and a queue of wake-ups (both in C): a threading.Condition costs a request more in Python.
+        # A plain lock, and a lock of its own for each idle thread to wait on (all in C): a threading.Condition costs a
+        # request more in Python. The thread idle last is woken first: under light load the same few threads (and
+        # the database connections they keep, models.keep_connection) serve, warm, instead of all in turn.
         self._lock = threading.Lock()
-        self._idle = 0  # threads waiting on _wake
-        self._wake: queue.SimpleQueue = queue.SimpleQueue()
+        self._sleepers: list[threading.Lock] = []  # the idle threads' locks, held until they are to wake
         self._started: list[threading.Thread] = []
         self._closed = False
 
@@ -72,10 +72,9 @@ class HandlerThreads(Executor):
             if len(self._started) < self.threads:
                 self._start_thread()
                 return
-            wake = self._idle > 0
-            self._idle -= wake
-        if wake:
-            self._wake.put(None)
+            sleeper = self._sleepers.pop() if self._sleepers else None
+        if sleeper is not None:
+            sleeper.release()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Take no more calls; run (or cancel) those waiting; with wait, join the threads."""
@@ -87,9 +86,9 @@ class HandlerThreads(Executor):
                         future.cancel()
                 self._reads.clear()
                 self._writes.clear()
-            idle, self._idle = self._idle, 0
-        for _ in range(idle):
-            self._wake.put(None)
+            sleepers, self._sleepers = self._sleepers, []
+        for sleeper in sleepers:
+            sleeper.release()
         if wait:
             for thread in self._started:
                 thread.join()
@@ -100,20 +99,22 @@ class HandlerThreads(Executor):
         thread.start()
 
     def _work(self) -> None:
+        wake = threading.Lock()
+        wake.acquire()
         while True:
             with self._lock:
                 heap = self._next()
                 if heap is None:
                     if self._closed and not self._reads and not self._writes:
                         return
-                    self._idle += 1
+                    self._sleepers.append(wake)
                 else:
                     _, _, job, future = heapq.heappop(heap)
                     writing = heap is self._writes
                     self._writing += writing
             if heap is None:
-                # A wake-up put after this thread counted itself idle is never lost: it waits in the queue.
-                self._wake.get()
+                # A wake-up given after this thread listed itself idle is never lost: its lock is released by then.
+                wake.acquire()
                 continue
             try:
                 if future is None:
