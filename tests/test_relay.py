@@ -109,6 +109,8 @@ def test_first_attempts_share_a_batch_and_a_later_attempt_gets_its_own_job(relay
     batch = jobs_queue.batch_id(rows[0].uuid, 1)
     assert set(jobs) == {batch, jobs_queue.job_id(rows[3].uuid, 1)}
     assert [row.batch for row in rows] == [batch, batch, batch, None]
+    # Each handed over once, in one write of its row: one new generation, whether its job is a batch or its own.
+    assert [row.generation for row in rows] == [1, 1, 1, 1] and all(row.relayed is not None for row in rows)
     assert jobs[batch].args == ([(row.id, 1) for row in rows[:3]],)
 
 
