@@ -159,9 +159,10 @@ class RateLimitMiddleware:
         # The key is a digest of the header as sent: no token is stored, and bad tokens are limited too.
         key = "riskapi:rate:" + hashlib.sha256(authorization).hexdigest()[:32]
         if self._away_until:
-            if time.monotonic() < self._away_until:
+            now = time.monotonic()
+            if now < self._away_until:
                 return None
-            self._away_until = time.monotonic() + AWAY  # this request asks; the others meanwhile do not wait on it
+            self._away_until = now + AWAY  # this request asks; the others meanwhile do not wait on it
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.set(key, 0, ex=WINDOW, nx=True)
