@@ -350,3 +350,18 @@ def test_cut_database_connections_lose_no_delivery(server, client, tenant, setti
     finally:
         worker.stop()
         delete_queue(redis_url, queue)
+
+
+def test_each_rq_worker_of_a_process_has_a_redis_pool_of_its_own(settings, redis_url, queue_name, connection):
+    # RQ names a new worker's connection, then looks for the name among Redis's clients: through a pool shared with
+    # the other threads' workers another's name could land on it in between (RQ then warned "CLIENT LIST command
+    # not supported" on `riskapi serve`'s first run, on a busy machine). Each worker's pool is its own.
+    from jobs.runtime.worker import DeliveryProcess
+
+    ours = dataclasses.replace(settings, redis_url=redis_url, webhook_queue=queue_name)
+    shared = redis.Redis.from_url(redis_url)
+    process = DeliveryProcess(ours, shared, redis.Redis.from_url(redis_url), burst=True, threads=3)
+    workers = [process.main_worker(), process.thread_worker(first_only=True), process.thread_worker()]
+    pools = {id(worker.connection.connection_pool) for worker in workers} | {id(shared.connection_pool)}
+    assert len(pools) == len(workers) + 1
+    assert all(worker.ip_address != "unknown" for worker in workers)  # each found its own connection by its name

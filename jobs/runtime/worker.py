@@ -31,6 +31,7 @@ from jobs.https.connections import Pool
 from jobs.lines import Engine
 from jobs.outages import Backoff, Outage, wait_for
 from jobs.relay import Relay
+from jobs.runtime import embedded_redis
 from jobs.runtime.rq_workers import DeliveryWorker, MainWorker, QuietRedisErrors, ThreadWorker
 from riskapi.config import Settings
 
@@ -63,15 +64,24 @@ class DeliveryProcess:
         self.helpers: list = []  # the helper threads' current RQ workers
         self.helper_threads: list = []
 
+    def own_client(self) -> redis.Redis:
+        """Return a Redis client with a pool of its own, for one RQ worker.
+
+        RQ names a new worker's connection (CLIENT SETNAME), then looks for that name among Redis's clients to learn
+        its address: through a pool shared with the other threads' workers, another's name can land on that
+        connection in between, and RQ then warns that CLIENT LIST is not supported (seen on a busy machine).
+        """
+        return embedded_redis.connect(self.settings.redis_url)
+
     def thread_worker(self, first_only: bool = False) -> ThreadWorker:
         """Build an RQ worker for a helper thread (first_only: of the queue of first attempts alone)."""
-        worker = ThreadWorker(self.queues[:1] if first_only else self.queues, connection=self.connection)
+        worker = ThreadWorker(self.queues[:1] if first_only else self.queues, connection=self.own_client())
         worker.database_outage, worker.engine = self.database_outage, self.engine
         return worker
 
     def main_worker(self) -> MainWorker:
         """Build the main thread's RQ worker, which starts the other threads once its scheduler has forked."""
-        worker = MainWorker(self.queues, connection=self.connection, maintenance_interval=60)
+        worker = MainWorker(self.queues, connection=self.own_client(), maintenance_interval=60)
         worker.ready, worker.stopping, worker.scheduler_name = self.start_threads, self.stop, self.scheduler_name
         worker.database_outage, worker.engine = self.database_outage, self.engine
         return worker
