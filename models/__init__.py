@@ -57,6 +57,7 @@ class PostgresqlPool(PooledPostgresqlDatabase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.breaker = breaker.Breaker(self.probe)
+        self.held = threading.local()  # each thread's connection kept between requests (keep_connection)
 
     def probe(self) -> None:
         """Open a connection of its own (outside the pool), ask the server one thing, and close it."""
@@ -183,9 +184,9 @@ def _check_out_live() -> None:
         db.connect()
         return
     pool = db.obj
-    if isinstance(pool, PostgresqlPool) and getattr(_held, "connection", None) is db.connection():
+    if isinstance(pool, PostgresqlPool) and getattr(pool.held, "connection", None) is db.connection():
         # Kept from this thread's last request (keep_connection): checked as a check-out would check it.
-        if not pool.sound(_held.connection):
+        if not pool.sound(pool.held.connection):
             discard_connection()
             db.connect()
         return
@@ -203,16 +204,19 @@ def _check_out_live() -> None:
 # return cost a request more CPU than its page's queries (the pool's lock, heap and condition, Peewee's state). It
 # gives the connection back now and then, so that the pool's stale_timeout still renews it.
 HELD_FOR = 60.0
-_held = threading.local()
 
 
 def keep_connection() -> None:
     """Keep this thread's open connection for its next request; give it back to the pool once held HELD_FOR seconds."""
-    connection, now = db.connection(), time.monotonic()
-    if getattr(_held, "connection", None) is not connection:
-        _held.connection, _held.since = connection, now
-    elif now - _held.since > HELD_FOR:
-        _held.connection = None
+    pool = db.obj
+    if not isinstance(pool, PostgresqlPool):
+        db.close()
+        return
+    held, connection, now = pool.held, db.connection(), time.monotonic()
+    if getattr(held, "connection", None) is not connection:
+        held.connection, held.since = connection, now
+    elif now - held.since > HELD_FOR:
+        held.connection = None
         db.close()
 
 

@@ -161,80 +161,83 @@ def test_database_down_answers_503_then_recovers(server, settings, tmp_path):
     assert text.count("database unavailable") == 1, text[-2000:]
 
 
-def test_a_pooled_connection_is_checked_out_without_a_round_trip_and_a_cut_one_is_replaced(settings):
+@pytest.fixture
+def watcher(settings):
+    """Yield an autocommit cursor of its own on the test database, for pg_stat_activity and pg_terminate_backend."""
+    # Not `with connect()`: psycopg2's block is a transaction even in autocommit, and pg_stat_activity would be
+    # read from the snapshot of its first query.
+    with contextlib.closing(psycopg2.connect(settings.database_url)) as connection:
+        connection.autocommit = True
+        yield connection.cursor()
+
+
+@pytest.fixture
+def last_query(watcher):
+    """Return last_query(pid): the last statement a backend ran ("" once it is gone)."""
+
+    def last_query(pid: int) -> str:
+        watcher.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", (pid,))
+        row = watcher.fetchone()
+        return row[0] if row else ""
+
+    return last_query
+
+
+def test_a_pooled_connection_is_checked_out_without_a_round_trip_and_a_cut_one_is_replaced(settings, watcher, last_query):
     import models
 
     pool = models.PostgresqlPool(**url_parse(settings.database_url), max_connections=2)
-    # Not `with connect()`: psycopg2's block is a transaction even in autocommit, and pg_stat_activity would be
-    # read from the snapshot of its first query.
-    with contextlib.closing(psycopg2.connect(settings.database_url)) as watcher_conn:
-        watcher_conn.autocommit = True
-        watcher = watcher_conn.cursor()
-
-        def last_query(pid: int) -> str:
-            watcher.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", (pid,))
-            row = watcher.fetchone()
-            return row[0] if row else ""
-
-        with pool.connection_context():
-            pid = pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0]
-            pool.execute_sql("SELECT 'the last words before check-in'")
-        with pool.connection_context():
-            # Checked out again: nothing was sent to see that it lives.
-            assert last_query(pid) == "SELECT 'the last words before check-in'"
-            assert pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0] == pid
-        watcher.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        assert wait_until(lambda: last_query(pid) == "", timeout=30)
-        with pool.connection_context():
-            # The cut one said so on its socket: discarded at check-out, a new one opened, no error.
-            assert pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0] != pid
+    with pool.connection_context():
+        pid = pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0]
+        pool.execute_sql("SELECT 'the last words before check-in'")
+    with pool.connection_context():
+        # Checked out again: nothing was sent to see that it lives.
+        assert last_query(pid) == "SELECT 'the last words before check-in'"
+        assert pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0] == pid
+    watcher.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    assert wait_until(lambda: last_query(pid) == "", timeout=30)
+    with pool.connection_context():
+        # The cut one said so on its socket: discarded at check-out, a new one opened, no error.
+        assert pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0] != pid
     pool.close_all()
 
 
-def test_a_handler_thread_keeps_its_connection_between_requests_and_a_cut_one_is_replaced(settings, monkeypatch):
+def test_a_handler_thread_keeps_its_connection_between_requests_and_a_cut_one_is_replaced(
+    settings, monkeypatch, watcher, last_query
+):
     import models
 
     models.bind(settings.database_url)
-    # Not `with connect()`: psycopg2's block is a transaction even in autocommit, and pg_stat_activity would be
-    # read from the snapshot of its first query.
-    with contextlib.closing(psycopg2.connect(settings.database_url)) as watcher_conn:
-        watcher_conn.autocommit = True
-        watcher = watcher_conn.cursor()
 
-        def last_query(pid: int) -> str:
-            watcher.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", (pid,))
-            row = watcher.fetchone()
-            return row[0] if row else ""
+    def request(sql: str) -> int:
+        # What riskapi.api.app does around a request: ensure_connection before, keep_connection after.
+        models.ensure_connection()
+        pid = models.db.execute_sql("SELECT pg_backend_pid()").fetchone()[0]
+        models.db.execute_sql(sql)
+        models.keep_connection()
+        return pid
 
-        def request(sql: str) -> int:
-            # What riskapi.api.app does around a request: ensure_connection before, keep_connection after.
-            models.ensure_connection()
-            pid = models.db.execute_sql("SELECT pg_backend_pid()").fetchone()[0]
-            models.db.execute_sql(sql)
-            models.keep_connection()
-            return pid
+    try:
+        pid = request("SELECT 'the first request'")
+        assert not models.db.is_closed()
+        # Kept and checked again with nothing sent: the server saw the first request's last words last.
+        models.ensure_connection()
+        assert last_query(pid) == "SELECT 'the first request'"
+        assert request("SELECT 'the second request'") == pid
+        with models.db.atomic():  # a request's transaction ends with it, kept or not
+            models.db.execute_sql("SELECT 1")
+        assert models.db.connection().get_transaction_status() == psycopg2.extensions.TRANSACTION_STATUS_IDLE
 
-        try:
-            pid = request("SELECT 'the first request'")
-            assert not models.db.is_closed()
-            # Kept and checked again with nothing sent: the server saw the first request's last words last.
-            models.ensure_connection()
-            assert last_query(pid) == "SELECT 'the first request'"
-            assert request("SELECT 'the second request'") == pid
-            with models.db.atomic():  # a request's transaction ends with it, kept or not
-                models.db.execute_sql("SELECT 1")
-            assert models.db.connection().get_transaction_status() == psycopg2.extensions.TRANSACTION_STATUS_IDLE
+        watcher.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        assert wait_until(lambda: last_query(pid) == "", timeout=30)
+        # The cut one said so on its socket: replaced before the next request's first query, no error.
+        new_pid = request("SELECT 'after the cut'")
+        assert new_pid != pid
 
-            watcher.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            assert wait_until(lambda: last_query(pid) == "", timeout=30)
-            # The cut one said so on its socket: replaced before the next request's first query, no error.
-            new_pid = request("SELECT 'after the cut'")
-            assert new_pid != pid
-
-            # Held past HELD_FOR, it goes back to the pool (whose stale_timeout then renews it).
-            monkeypatch.setattr(models, "HELD_FOR", 0.0)
-            time.sleep(0.01)
-            models.keep_connection()
-            assert models.db.is_closed()
-        finally:
-            models.discard_connection()
+        # Held past HELD_FOR, it goes back to the pool (whose stale_timeout then renews it).
+        monkeypatch.setattr(models, "HELD_FOR", 0.0)
+        time.sleep(0.01)
+        models.keep_connection()
+        assert models.db.is_closed()
+    finally:
+        models.discard_connection()

@@ -4,6 +4,7 @@ import datetime
 import functools
 import operator
 import threading
+from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 import cachetools
@@ -85,7 +86,7 @@ class ListSpec:
         self._kept: cachetools.LRUCache[tuple, Any] = cachetools.LRUCache(maxsize=KEPT)
         self._lock = threading.Lock()
 
-    def _recall(self, key: tuple, make: Any) -> Any:
+    def _recall(self, key: tuple, make: Callable[[], Any]) -> Any:
         with self._lock:
             hit = self._kept.get(key)
         if hit is None:
