@@ -9,7 +9,8 @@ receiver, however slow, holds a thread that other deliveries queue behind. Here:
 * one webhook has at most RISKAPI_WEBHOOK_PER_WEBHOOK attempts running in a process, two until it has
   answered quickly here, and one while it is marked slow (jobs.slowness). The rest wait in the webhook's
   own line, each until its paced slot (jobs.pacing), and lines take turns, so a backlog of one webhook
-  is never ahead of another's delivery;
+  is never ahead of another's delivery. The dispatcher thread takes a round's due attempts out of their
+  lines and has the pacer admit them all in one round trip (made without the lock) before they start;
 * one recorder thread (jobs.recorder) writes every outcome and schedules retries on RQ; every second
   it has the engine tend its lines (`tend`): renew the claims of waiting deliveries, re-read their webhooks.
 
@@ -146,15 +147,20 @@ class Engine:
         """Start every attempt whose turn it is; sleep until an attempt ends, a delivery comes, or one is due."""
         with self._cond:
             while not (self._closed and not self._lines and not self._in_flight):
-                self._cond.wait(self._start_due())
+                picked, wake = self._take_due()
+                if picked:
+                    self._start(picked)
+                else:
+                    self._cond.wait(wake)
 
-    def _start_due(self) -> float | None:
-        """Start the attempts that may run now, webhooks taking turns; return seconds until the next due one."""
+    def _take_due(self) -> tuple[list[tuple[Item, Webhook]], float | None]:
+        """Take the attempts that may run now out of their lines, webhooks taking turns, and count them running;
+        return them, and the seconds until the next due one (caller holds the lock)."""
         if self._paused:
-            return None  # resume() wakes the dispatcher
+            return [], None  # resume() wakes the dispatcher
         now, clock = time.monotonic(), time.time()
         margin = self.settings.webhook_timeout + 0.5  # an attempt must end well within its claim
-        order, served, wake = self._turns, 0, None
+        order, served, wake, picked = self._turns, 0, None, []
         for webhook_id in order:
             if self._in_flight >= self.capacity:
                 break
@@ -171,26 +177,41 @@ class Engine:
                     continue
                 self._running[webhook_id] += 1
                 self._in_flight += 1
-                self._executor.submit(self._attempt, item, self._hooks[webhook_id])
+                picked.append((item, self._hooks[webhook_id]))
             if not line:
                 del self._lines[webhook_id]
         # The next round starts after the last webhook served in this one.
         self._turns = [w for w in order[served:] + order[:served] if w in self._lines]
-        return wake
+        return picked, wake
+
+    def _start(self, picked: list[tuple[Item, Webhook]]) -> None:
+        """Start the attempts taken that their webhooks' windows of starts allow, asked of the pacer in one round
+        trip made without the lock; put the others back first in their lines until the window allows them."""
+        wanted = collections.Counter(webhook.id for _, webhook in picked)
+        self._cond.release()
+        try:
+            admitted = self.pacer.admit_many(dict(wanted))
+        except Exception:  # a bug must not hold deliveries back forever: they go unpaced
+            log.exception("pacing failed unexpectedly: %d attempts start unpaced", len(picked))
+            admitted = {webhook_id: (n, None, 0.0) for webhook_id, n in wanted.items()}
+        finally:
+            self._cond.acquire()
+        clock, back = time.time(), []
+        for item, webhook in picked:
+            starts, at, wait = admitted[webhook.id]
+            if starts > 0:
+                admitted[webhook.id] = (starts - 1, at, wait)
+                self._executor.submit(self._attempt, item, webhook, at)
+            else:
+                back.append((item, webhook, clock + wait))
+        for item, webhook, due in reversed(back):  # the last first: each goes back at the front of its line
+            self._release(webhook.id, back=(item, due))
 
     # ---- pool threads ------------------------------------------------------------------------------
 
-    def _attempt(self, item: Item, webhook: Webhook) -> None:
-        """Make one attempt (no database here) and pass its outcome to the recorder, or, when the webhook's
-        window of starts is full (a late slot), put it back in its line until the window allows it."""
-        try:
-            wait, at = self.pacer.admit(webhook.id)
-        except Exception:  # a bug must not hold the delivery back forever: it goes unpaced
-            log.exception("delivery %s: pacing failed unexpectedly", item.delivery.uuid)
-            wait, at = 0.0, None
-        if wait > 0:
-            self._release(webhook.id, back=(item, time.time() + wait))
-            return
+    def _attempt(self, item: Item, webhook: Webhook, at: int | None) -> None:
+        """Make one attempt started at `at` (us since the epoch on Redis's clock; None: now on this host's),
+        with no database here, and pass its outcome to the recorder."""
         started = utcnow() if at is None else EPOCH + datetime.timedelta(microseconds=at)
         try:
             result = send.send(item.delivery, webhook, self.settings, self.pool, started, self.watchdog)

@@ -7,9 +7,10 @@ Two steps, both on Redis's own clock, so no host's clock matters:
   slots one interval apart (a generic cell rate algorithm). A burst of 10,000 events is thus spread over
   10,000/rate seconds while its deliveries wait claimed in their webhook's line (jobs.lines), holding no
   thread, and the workers serve one webhook's deliveries in the order they reserved.
-* **Starts** (`admit`), at the moment an attempt would start: the webhook's starts of the last window are
+* **Starts** (`admit_many`), at the moment attempts would start: the webhook's starts of the last window are
   kept in a sorted set, and an attempt starts only while fewer than the allowed number lie in it; else it
-  is told how long to wait and goes back to its line. Slots alone promise nothing when a worker is late
+  is told how long to wait and goes back to its line. The dispatcher asks once for every attempt it would
+  start in a round, whatever their webhooks (a call per attempt was a tenth of a worker's CPU in the soak). Slots alone promise nothing when a worker is late
   (a stalled process, a busy machine): every slot that passed meanwhile would start at once. The start
   moment is Redis's, and it is what the attempt records (its `at`) and signs (`webhook-timestamp`).
 
@@ -42,22 +43,33 @@ redis.call('SET', KEYS[1], string.format('%.0f', after), 'PX', math.floor((after
 return math.floor(free - t)
 """
 
-# KEYS[1]: the webhook's starts of the last window (a sorted set, scores in us of Redis time);
-# ARGV: window (us), starts allowed in it, a token that makes this start's member unique.
-# Returns {1, now (us)} when the attempt may start now (and records it), else {0, wait (us)}.
+# KEYS: the starts of the last window (a sorted set, scores in us of Redis time) of each webhook asked for;
+# ARGV: window (us), starts allowed in it, a token that makes this call's members unique, then the starts wanted
+# of each key. Returns {now (us), then per key: starts admitted now (and recorded), wait (us) for the rest}.
 _ADMIT = """
 local now = redis.call('TIME')
 local t = tonumber(now[1]) * 1000000 + tonumber(now[2])
-local window = tonumber(ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', t - window))
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
-  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  return {0, string.format('%.0f', tonumber(oldest[2]) + window - t)}
-end
+local window, allowed = tonumber(ARGV[1]), tonumber(ARGV[2])
 local at = string.format('%.0f', t)
-redis.call('ZADD', KEYS[1], at, at .. ':' .. ARGV[3])
-redis.call('PEXPIRE', KEYS[1], math.floor(window / 1000) + 1000)
-return {1, at}
+local out = {at}
+for i, key in ipairs(KEYS) do
+  local wanted = tonumber(ARGV[3 + i])
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', t - window))
+  local room = allowed - redis.call('ZCARD', key)
+  local admitted = math.max(math.min(wanted, room), 0)
+  for j = 1, admitted do
+    redis.call('ZADD', key, at, at .. ':' .. ARGV[3] .. ':' .. i .. ':' .. j)
+  end
+  if admitted > 0 then redis.call('PEXPIRE', key, math.floor(window / 1000) + 1000) end
+  local wait = 0
+  if admitted < wanted then
+    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    wait = tonumber(oldest[2]) + window - t
+  end
+  table.insert(out, admitted)
+  table.insert(out, string.format('%.0f', wait))
+end
+return out
 """
 
 
@@ -121,17 +133,31 @@ class Pacer:
     def admit(self, webhook_id: int) -> tuple[float, int | None]:
         """Start an attempt to a webhook now if its window allows: return (0, the start in us since the epoch),
         or (seconds to wait, None). Without a rate every attempt starts, and the moment is left to the caller."""
-        if self._admit is None:
-            return 0.0, None
+        admitted, at, wait = self.admit_many({webhook_id: 1})[webhook_id]
+        return (0.0, at) if admitted else (wait, None)
+
+    def admit_many(self, wanted: dict[int, int]) -> dict[int, tuple[int, int | None, float]]:
+        """Start up to {webhook id: n} attempts now, as far as each window allows, in one round trip: return each
+        webhook's (starts admitted, their start in us since the epoch, seconds the rest must wait). Without a rate
+        all start, at a moment left to the caller (None)."""
+        asked = {webhook_id: n for webhook_id, n in wanted.items() if n > 0}
+        if self._admit is None or not asked:
+            return {webhook_id: (n, None, 0.0) for webhook_id, n in wanted.items()}
         with self._lock:
             self._count += 1
             token = f"{self._token}{self._count}"
         try:
-            started, value = self._admit(keys=[self.starts_key(webhook_id)], args=[self._window_us, self.allowed, token])
-            started, value = int(started), int(value)
+            told = self._admit(
+                keys=[self.starts_key(webhook_id) for webhook_id in asked],
+                args=[self._window_us, self.allowed, token, *asked.values()],
+            )
+            at = int(told[0])
+            each = {
+                webhook_id: (int(told[1 + 2 * i]), at, int(told[2 + 2 * i]) / 1_000_000) for i, webhook_id in enumerate(asked)
+            }
         except (redis.RedisError, OSError):
-            started, value = self._admit_here(webhook_id)
-        return (0.0, value) if started else (value / 1_000_000, None)
+            each = {webhook_id: self._admit_here(webhook_id, n) for webhook_id, n in asked.items()}
+        return {webhook_id: each.get(webhook_id, (0, None, 0.0)) for webhook_id in wanted}
 
     def _reserve_here(self, webhook_id: int, slots: int) -> float:
         now = time.time_ns() // 1000
@@ -142,18 +168,18 @@ class Pacer:
                 self._slots = {k: v for k, v in self._slots.items() if v > now}
         return (free - now) / 1_000_000
 
-    def _admit_here(self, webhook_id: int) -> tuple[int, int]:
+    def _admit_here(self, webhook_id: int, wanted: int) -> tuple[int, int, float]:
         now = time.time_ns() // 1000
         with self._lock:
             starts = self._starts.setdefault(webhook_id, collections.deque())
             while starts and starts[0] <= now - self._window_us:
                 starts.popleft()
-            if len(starts) >= self.allowed:
-                return 0, starts[0] + self._window_us - now
-            starts.append(now)
+            admitted = max(min(wanted, self.allowed - len(starts)), 0)
+            starts.extend([now] * admitted)
+            wait = (starts[0] + self._window_us - now) / 1_000_000 if admitted < wanted else 0.0
             if len(self._starts) > 10_000:  # forget webhooks with no start in their window
                 self._starts = {k: v for k, v in self._starts.items() if v and v[-1] > now - self._window_us}
-        return 1, now
+        return admitted, now, wait
 
 
 __all__ = ["Pacer", "allowance"]

@@ -5,11 +5,13 @@ between two calls (measured around them), and starts against the moments Redis r
 """
 
 import collections
+import dataclasses
 import datetime
 import os
 import signal
 import threading
 import time
+import types
 import uuid
 
 import pytest
@@ -17,6 +19,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from jobs.lines import Engine
 from jobs.pacing import Pacer, allowance
 from models.webhooks import Attempt, Delivery, Webhook
 from tests.support import make_webhook
@@ -137,6 +140,49 @@ def test_a_stalled_worker_does_not_start_its_missed_slots_at_once(redis_url):
     if spent < 1:  # all asked within one window: the rest were told to wait for it
         assert len(starts) == 10 and all(0 < wait <= 1 for wait, at in told if at is None), told
     connection.delete(pacer.key(7), pacer.starts_key(7))
+
+
+def test_several_webhooks_admit_in_one_round_trip_each_as_far_as_its_window_allows(redis_url):
+    prefix = f"riskapi:pace:test-{uuid.uuid4().hex}"
+    connection = redis.Redis.from_url(redis_url)
+    one, other = Pacer(connection, RATE, prefix), Pacer(connection, RATE, prefix)
+    assert other.admit_many({7: 8}) == {7: (8, pytest.approx(time.time() * 1e6, abs=5e6), 0.0)}
+    told, between = timed(lambda: one.admit_many({7: 5, 8: 3, 9: 0}))
+    assert set(told) == {7, 8, 9} and told[9] == (0, None, 0.0)
+    (admitted, at, wait), (admitted_8, at_8, wait_8) = told[7], told[8]
+    assert admitted == 2 and at == at_8, told  # the other pacer's 8 count: 2 of 10 left in webhook 7's window
+    assert 1 - between - SLACK <= wait <= 1, (told, between)  # until the oldest of the window leaves it
+    assert (admitted_8, wait_8) == (3, 0.0), told
+    assert connection.zcard(one.starts_key(7)) == 10 and connection.zcard(one.starts_key(8)) == 3  # every start recorded
+    connection.delete(one.starts_key(7), one.starts_key(8))
+
+
+def test_a_round_of_attempts_to_several_webhooks_is_admitted_in_one_call(settings, redis_url, queue_name, monkeypatch):
+    """The dispatcher asks the pacer once for all it would start; what a window refuses goes back first in its line."""
+    connection = redis.Redis.from_url(redis_url)
+    engine = Engine(dataclasses.replace(settings, webhook_queue=queue_name, webhook_max_rate=1.0), connection)
+    asked, started = [], []
+    real = engine.pacer.admit_many
+    monkeypatch.setattr(engine.pacer, "admit_many", lambda wanted: asked.append(wanted) or real(wanted))
+    monkeypatch.setattr(engine, "_executor", types.SimpleNamespace(submit=lambda *call: started.append(call)))
+    hooks = [Webhook(id=n) for n in (101, 102, 103)]
+    # Another host started an attempt to 101 just now: its window (one start a second) is full.
+    other = Pacer(connection, 1.0, engine.pacer.prefix)
+    assert other.admit_many({101: 1})[101][0] == 1
+    engine.line_up([(types.SimpleNamespace(id=hook.id), hook, 1, 0.0) for hook in hooks])
+    with engine._cond:
+        picked, _ = engine._take_due()
+        assert [webhook.id for _, webhook in picked] == [101, 102, 103]
+        engine._start(picked)
+        assert asked == [{101: 1, 102: 1, 103: 1}]  # one round trip for the round
+        # 102 and 103 start at one moment on Redis's clock; 101 waits for its window, first in its line.
+        assert [(call[2].id, call[3]) for call in started] == [(102, started[0][3]), (103, started[0][3])]
+        assert started[0][3] == pytest.approx(time.time() * 1e6, abs=5e6)
+        (waiting,) = engine.waiting()[101]
+        assert 0 < waiting.due - time.time() <= 1 and engine._in_flight == 2, waiting
+        assert engine._take_due()[0] == []  # nothing more before 101's window allows it
+    connection.delete(*(key for hook in hooks for key in (engine.pacer.starts_key(hook.id), engine.pacer.key(hook.id))))
+    connection.close()
 
 
 def test_a_burst_reaches_the_receiver_at_the_rate_with_two_workers_even_when_they_stall(

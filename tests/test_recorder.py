@@ -118,7 +118,7 @@ def test_outcomes_the_database_cannot_take_wait_for_it_and_no_attempt_starts_mea
 
     monkeypatch.setattr(recording, "write_all", away)
     recorder._settle_all(batch)
-    assert recorder._kept == batch and engine._paused and engine._start_due() is None
+    assert recorder._kept == batch and engine._paused and engine._take_due() == ([], None)
     assert [Delivery.get_by_id(item.delivery.id).status for item in (first, second)] == [PENDING, PENDING]
     before = locked_until(first)
     recorder._next_try = 0.0
