@@ -9,10 +9,11 @@ Two steps, both on Redis's own clock, so no host's clock matters:
   thread, and the workers serve one webhook's deliveries in the order they reserved.
 * **Starts** (`admit_many`), at the moment attempts would start: the webhook's starts of the last window are
   kept in a sorted set, and an attempt starts only while fewer than the allowed number lie in it; else it
-  is told how long to wait and goes back to its line. The dispatcher asks once for every attempt it would
-  start in a round, whatever their webhooks (a call per attempt was a tenth of a worker's CPU in the soak). Slots alone promise nothing when a worker is late
+  is told how long to wait and goes back to its line. Slots alone promise nothing when a worker is late
   (a stalled process, a busy machine): every slot that passed meanwhile would start at once. The start
   moment is Redis's, and it is what the attempt records (its `at`) and signs (`webhook-timestamp`).
+  The dispatcher asks once for all the attempts it would start in a round, whatever their webhooks
+  (a call per attempt was a tenth of a worker's CPU in the soak).
 
 A rate r of 1 or more allows floor(r) starts in any one-second window; below 1, one start in any 1/r
 seconds. Slots are reserved, never returned: a delivery dropped while it waits leaves a gap, which only

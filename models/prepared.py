@@ -32,7 +32,7 @@ _Written = tuple[tuple[str, ...], list[tuple[int, int | None]], int]
 
 
 class Prepared:
-    """A SELECT whose text is written once per shape; `rows(*values)` runs it."""
+    """A statement whose text is written once per shape: `rows(*values)` runs a SELECT, `changed(*values)` an UPDATE."""
 
     def __init__(self, build: Callable[..., peewee.Query]) -> None:
         self.build = build
@@ -41,6 +41,10 @@ class Prepared:
     def rows(self, *values: Any) -> list[tuple[Any, ...]]:
         """Run the query with these values (a list or tuple fills a list of slots); return its rows as tuples."""
         return list(db.execute_sql(*self.bound(*values)).fetchall())
+
+    def changed(self, *values: Any) -> int:
+        """Run the statement (an UPDATE) with these values; return how many rows it changed."""
+        return int(db.execute_sql(*self.bound(*values)).rowcount)
 
     def bound(self, *values: Any, hole: tuple[str, list[Any]] | None = None) -> tuple[str, list[Any]]:
         """Return the query's text for these values' shape, and the values in the order its slots ask for them.
@@ -83,6 +87,12 @@ class Prepared:
         head, _, tail = text.partition(_HOLE)
         pieces = (_SLOT.sub("", head), _SLOT.sub("", tail)) if _HOLE in text else (_SLOT.sub("", text),)
         return pieces, order, len(_SLOT.findall(head))
+
+
+def padded(values: list[Any]) -> list[Any]:
+    """Return values with NULLs added up to a power of two: IN (...) lists padded so a dozen texts cover any count
+    (a NULL matches nothing), not one text a count."""
+    return values + [None] * ((1 << (len(values) - 1).bit_length()) - len(values)) if values else values
 
 
 def condition(model: type[peewee.Model], where: peewee.ColumnBase) -> tuple[str, list[Any]]:

@@ -3,7 +3,7 @@
 import pytest
 
 import models
-from models.prepared import Prepared
+from models.prepared import Prepared, padded
 from models.tenancy import Agency
 
 
@@ -58,3 +58,17 @@ def test_a_hole_takes_its_condition_between_the_values_before_and_after_it(conne
         query.bound(1, 10)
     with pytest.raises(ValueError, match="without a hole"):
         Prepared(lambda name: Agency.select().where(Agency.name == name)).bound("x", hole=held)
+
+
+def test_an_update_runs_by_its_text_and_says_how_many_rows_it_changed(connection):
+    for name in ("changed-a", "changed-b", "changed-c"):
+        Agency.create(name=name, webhook_limit=1)
+    raise_to = Prepared(lambda limit, names: Agency.update(webhook_limit=limit).where(Agency.name.in_(names)))
+    assert raise_to.changed(9, padded(["changed-a", "changed-c", "none"])) == 2  # the padding's NULL matches nothing
+    assert raise_to.changed(9, padded(["none"])) == 0
+    assert sorted(a.name for a in Agency.select().where(Agency.webhook_limit == 9)) == ["changed-a", "changed-c"]
+
+
+def test_lists_are_padded_to_a_power_of_two_with_nulls():
+    assert [len(padded(list(range(n)))) for n in range(1, 10)] == [1, 2, 4, 4, 8, 8, 8, 8, 16]
+    assert padded([5, 6, 7]) == [5, 6, 7, None] and padded([]) == []

@@ -9,7 +9,7 @@ import peewee
 
 import models
 import spec
-from models.prepared import Prepared
+from models.prepared import Prepared, padded
 from models.risk_data import KINDS, InRisk, RiskObject
 from models.tenancy import Risk
 from models.webhooks import Delivery, Event, Webhook
@@ -118,9 +118,7 @@ def fetch_in(model: type[InRisk], key: peewee.Field, values: list) -> list[Row]:
     wanted = [key.db_value(value) for value in dict.fromkeys(values) if value is not None]  # IN's answer without repeats
     if not wanted:
         return []
-    # Padded with NULLs (which match nothing) to a power of two: a dozen texts cover any count, not one text a count.
-    wanted += [None] * ((1 << (len(wanted) - 1).bit_length()) - len(wanted))
-    return fetch_text(model, *_in(model, key).bound(wanted))
+    return fetch_text(model, *_in(model, key).bound(padded(wanted)))
 
 
 @functools.cache
