@@ -34,7 +34,12 @@ def _list(
 @functools.cache
 def _pages(model: type[InRisk]) -> PreparedPages:
     """Return the page queries of a kind's list, each written once per shape."""
-    return PreparedPages(model, lambda risk: render.select_all(model).where(model.risk == risk), model.risk)
+    return PreparedPages(
+        model,
+        lambda risk: render.select_rows(model).where(model.risk == risk),
+        model.risk,
+        functools.partial(render.with_references, model),
+    )
 
 
 def _create(model: type[RiskObject], agency_id: int, risk: str, include: list[str] | None) -> flask.Response:

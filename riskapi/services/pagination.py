@@ -53,12 +53,14 @@ class Key:
         self.desc = desc
         self.nullable = field.null
 
-    def order(self, flip: bool) -> peewee.Ordering:
-        """Return the ORDER BY term; nulls sort as the smallest value on every database."""
+    def order(self, flip: bool, source: Any = None) -> peewee.Ordering:
+        """Return the ORDER BY term (on the same column of `source`, a subquery, if given); nulls sort as the smallest
+        value on every database."""
         desc = self.desc != flip
+        column = self.field if source is None else getattr(source.c, self.field.column_name)
         if not self.nullable:
-            return self.field.desc() if desc else self.field.asc()
-        return self.field.desc(nulls="LAST") if desc else self.field.asc(nulls="FIRST")
+            return column.desc() if desc else column.asc()
+        return column.desc(nulls="LAST") if desc else column.asc(nulls="FIRST")
 
     def after(self, value: Any, flip: bool) -> peewee.Expression | None:
         """Rows strictly after value in this key's order."""
@@ -213,8 +215,14 @@ class PreparedPages:
     range open at either end): their condition alone is written with each request, into the text's HOLE.
     """
 
-    def __init__(self, model: type[peewee.Model], base: Callable[[Any], "peewee.ModelSelect[Any]"], scope: peewee.Field) -> None:
-        self.model, self.base, self.scope = model, base, scope
+    def __init__(
+        self,
+        model: type[peewee.Model],
+        base: Callable[[Any], "peewee.ModelSelect[Any]"],
+        scope: peewee.Field,
+        around: Callable[["peewee.ModelSelect[Any]", Callable[[Any], list]], peewee.Query] | None = None,
+    ) -> None:
+        self.model, self.base, self.scope, self.around = model, base, scope, around
         # A sort names up to 20 columns in any order and direction: the shapes a caller can ask for are
         # countless, so only the latest are kept (a text written again costs one request Peewee's 134 µs).
         self.written: cachetools.LRUCache[tuple, Prepared] = cachetools.LRUCache(maxsize=SHAPES_KEPT)
@@ -249,7 +257,10 @@ class PreparedPages:
         if nulls is not None:
             slots = iter(after)
             query = query.where(paginator._position([None if null else next(slots) for null in nulls], flip))
-        return query.order_by(*[k.order(flip) for k in paginator.keys]).limit(limit)
+        query = query.order_by(*[k.order(flip) for k in paginator.keys]).limit(limit)
+        if self.around is None:
+            return query
+        return self.around(query, lambda page: [k.order(flip, page) for k in paginator.keys])
 
 
 def envelope(

@@ -2,7 +2,7 @@
 
 import functools
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import peewee
@@ -97,6 +97,29 @@ def _rows(model: type[InRisk]) -> "peewee.ModelSelect[Any]":
     columns: list[Any] = [_Every(model)]
     columns += [_ReferenceUuid(model, name, target) for name, target in model.REFERENCES.items()]
     return model.select(*columns)
+
+
+def select_rows(model: type[InRisk]) -> "peewee.ModelSelect[Any]":
+    """Select every column of a model's table, for a page that with_references completes."""
+    return model.select(_Every(model))
+
+
+def with_references(model: type[InRisk], page: "peewee.ModelSelect[Any]", order: Callable[[Any], list]) -> peewee.Query:
+    """Return a page of select_rows (ordered and limited) with the UUID of each object its rows refer to, as select_all
+    names them, joined to the page's rows alone; order(page) is its ORDER BY, on the page's columns.
+
+    Not select_all's subquery a row: PostgreSQL planned it as a scan of the whole referenced table for every row
+    of a page while that table is small (a scan of 200 vehicles, 6 µs, 51 times a page: 0.3 of its 0.5 ms).
+    Joined after the LIMIT, the join is of the page's rows only, as the subquery was, whatever the sort.
+    """
+    rows = page.alias("page")
+    columns: list[Any] = [peewee.NodeList((peewee.Entity("page"), peewee.SQL(".*")), glue="")]
+    query = peewee.Select([rows]).bind(model._meta.database)
+    for name, target in model.REFERENCES.items():
+        other = target.alias(f"{name}_referred")
+        query = query.join(other, peewee.JOIN.LEFT_OUTER, on=(other.id == getattr(rows.c, model._meta.fields[name].column_name)))
+        columns.append(other.uuid.alias(f"{name}_uuid"))
+    return query.columns(*columns).order_by(*order(rows))
 
 
 def select_all(model: type[InRisk]) -> "peewee.ModelSelect[Any]":
