@@ -25,7 +25,7 @@ def _list(
     """Answer one page of a risk profile's rows of one kind (the one list pipeline: handlers.common.list_page)."""
     profile = common.risk_of(agency_id, risk)
     pages = _pages(model)
-    rows = pages.base(profile.id)
+    rows = render.select_all(model).where(model.risk == profile.id)  # what the written pages read, as Peewee reads it
     shown = functools.partial(render.envelopes, model, include=include)
     fetch = functools.partial(render.fetch, model)
     return common.list_page(model, rows, profile.id, per_page, cursor, filter_, sort, shown, fetch, pages)

@@ -273,9 +273,12 @@ def test_a_page_of_written_texts_reads_what_peewee_reads(profile, filters, sort)
     from handlers.risk_data import _pages
     from riskapi.services import render
 
-    Vehicle.create(risk=profile.id, number=1)
+    vehicle = Vehicle.create(risk=profile.id, number=1)
     for number, name in enumerate(["n1", None, "n2", "n10", None, "n1", "x"] * 2, start=1):
-        Driver.create(risk=profile.id, number=number, last_name=name, is_employee=number % 2 == 0, percent_use=number % 3)
+        refers = vehicle.id if number % 3 else None  # the written text joins the reference's UUID after its LIMIT
+        Driver.create(
+            risk=profile.id, number=number, last_name=name, is_employee=number % 2 == 0, percent_use=number % 3, vehicle=refers
+        )
     listing = ListSpec("listDrivers", Driver)
     pager = paginator(*sort)
     where = listing.condition(profile.id, filters)
@@ -300,7 +303,8 @@ def test_a_page_of_written_texts_reads_what_peewee_reads(profile, filters, sort)
         # Each page both ways; `way` picks the cursor followed (1: next, 2: previous). Return the last page's answer.
         while True:
             a, b = written(cursor), peewee(cursor)
-            assert [r["id"] for r in a[0]] == [r["id"] for r in b[0]] and a[1:] == b[1:]
+            assert [(r["id"], r["vehicle_uuid"]) for r in a[0]] == [(r["id"], r["vehicle_uuid"]) for r in b[0]] and a[1:] == b[1:]
+            assert {r["vehicle_uuid"] for r in a[0]} <= {None, vehicle.uuid, str(vehicle.uuid), vehicle.uuid.hex}
             walked.extend(r["id"] for r in a[0])
             if a[way] is None:
                 return a
