@@ -44,33 +44,27 @@ redis.call('SET', KEYS[1], string.format('%.0f', after), 'PX', math.floor((after
 return math.floor(free - t)
 """
 
-# KEYS: the starts of the last window (a sorted set, scores in us of Redis time) of each webhook asked for;
-# ARGV: window (us), starts allowed in it, a token that makes this call's members unique, then the starts wanted
-# of each key. Returns {now (us), then per key: starts admitted now (and recorded), wait (us) for the rest}.
+# KEYS[1]: the webhook's starts of the last window (a sorted set, scores in us of Redis time); ARGV: window (us),
+# starts allowed in it, a token that makes this call's members unique, the starts wanted. One key a call, so each
+# webhook's key may live on any shard of a cluster (docs/capacity.md); a round's calls share one pipeline.
+# Returns {now (us), starts admitted now (and recorded), wait (us) before the rest may start}.
 _ADMIT = """
 local now = redis.call('TIME')
 local t = tonumber(now[1]) * 1000000 + tonumber(now[2])
-local window, allowed = tonumber(ARGV[1]), tonumber(ARGV[2])
+local window, wanted = tonumber(ARGV[1]), tonumber(ARGV[4])
 local at = string.format('%.0f', t)
-local out = {at}
-for i, key in ipairs(KEYS) do
-  local wanted = tonumber(ARGV[3 + i])
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', t - window))
-  local room = allowed - redis.call('ZCARD', key)
-  local admitted = math.max(math.min(wanted, room), 0)
-  for j = 1, admitted do
-    redis.call('ZADD', key, at, at .. ':' .. ARGV[3] .. ':' .. i .. ':' .. j)
-  end
-  if admitted > 0 then redis.call('PEXPIRE', key, math.floor(window / 1000) + 1000) end
-  local wait = 0
-  if admitted < wanted then
-    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    wait = tonumber(oldest[2]) + window - t
-  end
-  table.insert(out, admitted)
-  table.insert(out, string.format('%.0f', wait))
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', t - window))
+local admitted = math.max(math.min(wanted, tonumber(ARGV[2]) - redis.call('ZCARD', KEYS[1])), 0)
+for j = 1, admitted do
+  redis.call('ZADD', KEYS[1], at, at .. ':' .. ARGV[3] .. ':' .. j)
 end
-return out
+if admitted > 0 then redis.call('PEXPIRE', KEYS[1], math.floor(window / 1000) + 1000) end
+local wait = 0
+if admitted < wanted then
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  wait = tonumber(oldest[2]) + window - t
+end
+return {at, admitted, string.format('%.0f', wait)}
 """
 
 
@@ -139,8 +133,8 @@ class Pacer:
 
     def admit_many(self, wanted: dict[int, int]) -> dict[int, tuple[int, int | None, float]]:
         """Start up to {webhook id: n} attempts now, as far as each window allows, in one round trip: return each
-        webhook's (starts admitted, their start in us since the epoch, seconds the rest must wait). Without a rate
-        all start, at a moment left to the caller (None)."""
+        webhook's (starts admitted, their start in us since the epoch, seconds the rest must wait). A webhook's
+        starts share one moment of Redis's clock. Without a rate all start, at a moment left to the caller (None)."""
         asked = {webhook_id: n for webhook_id, n in wanted.items() if n > 0}
         if self._admit is None or not asked:
             return {webhook_id: (n, None, 0.0) for webhook_id, n in wanted.items()}
@@ -148,13 +142,14 @@ class Pacer:
             self._count += 1
             token = f"{self._token}{self._count}"
         try:
-            told = self._admit(
-                keys=[self.starts_key(webhook_id) for webhook_id in asked],
-                args=[self._window_us, self.allowed, token, *asked.values()],
-            )
-            at = int(told[0])
+            with self._connection.pipeline(transaction=False) as pipe:
+                for i, (webhook_id, n) in enumerate(asked.items()):
+                    args = [self._window_us, self.allowed, f"{token}:{i}", n]
+                    self._admit(keys=[self.starts_key(webhook_id)], args=args, client=pipe)
+                told = pipe.execute()
             each = {
-                webhook_id: (int(told[1 + 2 * i]), at, int(told[2 + 2 * i]) / 1_000_000) for i, webhook_id in enumerate(asked)
+                webhook_id: (int(admitted), int(at), int(wait) / 1_000_000)
+                for webhook_id, (at, admitted, wait) in zip(asked, told, strict=True)
             }
         except (redis.RedisError, OSError):
             each = {webhook_id: self._admit_here(webhook_id, n) for webhook_id, n in asked.items()}

@@ -64,9 +64,10 @@ def test_rows_read_from_the_driver_render_as_rows_read_through_peewee(filled, mo
         assert render.envelopes(model, raw, include=["address", "vehicle", "premise", "buildings"]) == render.envelopes(
             model, typed, include=["address", "vehicle", "premise", "buildings"]
         )
-        # Without includes every row goes through its columns' reader (riskapi.services.rows), written once for them.
+        # Without includes every row goes through its columns' reader (riskapi.services.rows), written once for them;
+        # PostgreSQL's reader leaves the UUIDs, dates and booleans as the driver gives them, and shows the same.
         assert render.envelopes(model, raw) == render.envelopes(model, typed)
-        assert raw[0].columns.readers[model] is not None
+        assert raw[0].columns.readers[(model, models.is_sqlite())] is not None
 
 
 def test_a_row_missing_a_column_renders_through_the_dict_path():
@@ -75,7 +76,7 @@ def test_a_row_missing_a_column_renders_through_the_dict_path():
     row = rows.Row(columns, tuple(value for name, value in full.items() if name != "year"))
     assert row.get("year") is None and "year" not in row and row["uuid"] == full["uuid"]
     assert render.envelopes(Vehicle, [row]) == render.envelopes(Vehicle, [full])
-    assert columns.readers[Vehicle] is None  # no reader for a layout that lacks a column the envelope shows
+    assert columns.readers[(Vehicle, models.is_sqlite())] is None  # no reader for a layout that lacks a column shown
 
 
 def test_each_converter_reads_every_form_a_value_comes_in():

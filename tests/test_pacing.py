@@ -150,7 +150,7 @@ def test_several_webhooks_admit_in_one_round_trip_each_as_far_as_its_window_allo
     told, between = timed(lambda: one.admit_many({7: 5, 8: 3, 9: 0}))
     assert set(told) == {7, 8, 9} and told[9] == (0, None, 0.0)
     (admitted, at, wait), (admitted_8, at_8, wait_8) = told[7], told[8]
-    assert admitted == 2 and at == at_8, told  # the other pacer's 8 count: 2 of 10 left in webhook 7's window
+    assert admitted == 2 and at <= at_8, told  # the other pacer's 8 count: 2 of 10 left in webhook 7's window
     assert 1 - between - SLACK <= wait <= 1, (told, between)  # until the oldest of the window leaves it
     assert (admitted_8, wait_8) == (3, 0.0), told
     assert connection.zcard(one.starts_key(7)) == 10 and connection.zcard(one.starts_key(8)) == 3  # every start recorded
@@ -175,8 +175,8 @@ def test_a_round_of_attempts_to_several_webhooks_is_admitted_in_one_call(setting
         assert [webhook.id for _, webhook in picked] == [101, 102, 103]
         engine._start(picked)
         assert asked == [{101: 1, 102: 1, 103: 1}]  # one round trip for the round
-        # 102 and 103 start at one moment on Redis's clock; 101 waits for its window, first in its line.
-        assert [(call[2].id, call[3]) for call in started] == [(102, started[0][3]), (103, started[0][3])]
+        # 102 and 103 start, each at Redis's moment for it; 101 waits for its window, first in its line.
+        assert [call[2].id for call in started] == [102, 103] and started[0][3] <= started[1][3]
         assert started[0][3] == pytest.approx(time.time() * 1e6, abs=5e6)
         (waiting,) = engine.waiting()[101]
         assert 0 < waiting.due - time.time() <= 1 and engine._in_flight == 2, waiting

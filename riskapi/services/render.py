@@ -13,7 +13,7 @@ from models.prepared import Prepared, padded
 from models.risk_data import KINDS, InRisk, RiskObject
 from models.tenancy import Risk
 from models.webhooks import Delivery, Event, Webhook
-from riskapi.services.json_values import Convert, converter, identifier, plain, value
+from riskapi.services.json_values import Convert, converter, day, flag, identifier, plain, value
 from riskapi.services.rows import Column, Columns, Reader, Row, Shape
 
 # The models rendered in the envelope: each names its `object`.
@@ -227,21 +227,44 @@ def envelope(model: Model, row: Row | dict, relations: dict | None = None) -> di
     return out
 
 
-def _shape(model: type[InRisk]) -> Shape:
+# What PostgreSQL's driver gives as JSON shows it, read as models reads it (UUIDs and dates as the server's text, in
+# lowercase and YYYY-MM-DD; booleans as bool): a reader of its rows leaves these values as they come, a call less
+# each (a driver's row has eight).
+_SENT_AS_SHOWN = frozenset({identifier, day, flag})
+
+
+def _token(model: type[InRisk]) -> tuple[type[InRisk], bool]:
+    """Name the reader of a model's rows: its columns read as SQLite's driver gives them, or as PostgreSQL's."""
+    return model, models.is_sqlite()
+
+
+def _shape(token: tuple[type[InRisk], bool]) -> Shape:
     """Return a row's envelope as a reader's shape: its relations each the UUID it names, or null, as when none is included."""
+    model, sqlite = token
     shown, meta = _layout(model)
     out: Shape = {"object": model.OBJECT, "uuid": Column("uuid", identifier), "data": shown.shape(), "meta": meta.shape()}
     names = _relations(model)
     if names is not None:
         references = _references(model)
         out["relations"] = {name: Column(f"{name}_uuid", identifier) if name in references else None for name in names}
-    return out
+    return out if sqlite else _as_sent(out)
+
+
+def _as_sent(shape: Shape) -> Shape:
+    return {
+        key: _as_sent(part)
+        if isinstance(part, dict)
+        else Column(part.key, plain)
+        if isinstance(part, Column) and part.convert in _SENT_AS_SHOWN
+        else part
+        for key, part in shape.items()
+    }
 
 
 def _item(model: type[InRisk], row: Row | dict, read: Reader | None = None) -> dict:
     """Return a row's envelope with its relations as when none is included (a fetched row's through its reader)."""
     if type(row) is Row:
-        read = read or row.columns.reader(model, _shape)
+        read = read or row.columns.reader(_token(model), _shape)
         if read is not None:
             return read(row.values)
     item = envelope(model, row)
@@ -259,7 +282,7 @@ def envelopes(model: type[InRisk], rows: Sequence[Row | dict], include: list | N
     # The rows of one query share their columns, and so their reader: found once, not a row at a time.
     first = rows[0] if rows else None
     columns = first.columns if isinstance(first, Row) else None
-    read = columns.reader(model, _shape) if columns is not None else None
+    read = columns.reader(_token(model), _shape) if columns is not None else None
     for row in rows:
         item = _item(model, row, read if type(row) is Row and row.columns is columns else None)
         for name in embedded:
