@@ -144,7 +144,7 @@ class Pacer:
         try:
             with self._connection.pipeline(transaction=False) as pipe:
                 for i, (webhook_id, n) in enumerate(asked.items()):
-                    args = [self._window_us, self.allowed, f"{token}:{i}", n]
+                    args: list[int | str] = [self._window_us, self.allowed, f"{token}:{i}", n]
                     self._admit(keys=[self.starts_key(webhook_id)], args=args, client=pipe)
                 told = pipe.execute()
             each = {
