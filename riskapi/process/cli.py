@@ -5,6 +5,8 @@ import argparse
 import os
 import sys
 
+import peewee
+
 import models
 import spec
 from models import migrations, utcnow
@@ -228,6 +230,9 @@ def main(argv: list[str] | None = None) -> None:
         args.func(args, settings)
     except (MigrationError, listening.ListenError) as exc:  # one line, not a traceback
         sys.exit(f"riskapi: {exc}")
+    except peewee.OperationalError as exc:  # the database did not answer as a command began
+        detail = " ".join(str(exc).split())
+        sys.exit(f"riskapi: the database (DATABASE_URL) does not answer: {detail}")
 
 
 if __name__ == "__main__":

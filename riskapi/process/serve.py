@@ -29,7 +29,7 @@ from jobs.runtime.embedded_redis import EmbeddedRedis, die_with_parent
 from models import migrations
 from models.tenancy import Agency
 from riskapi.config import Settings
-from riskapi.observability import formats
+from riskapi.observability import formats, native
 from riskapi.process import sockets as listener
 from riskapi.process.tenancy import DEFAULT_API_URL
 
@@ -47,6 +47,7 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1, worker: bo
     With `worker=False` the API runs alone: its deliveries wait in the database for the
     `riskapi worker` processes of other hosts.
     """
+    native.capture()
     formats.setup(settings.log_format)
     models.bind(settings.database_url)
     migrations.upgrade()
@@ -232,6 +233,7 @@ def _start_worker(env: dict) -> subprocess.Popen:
         [sys.executable, "-m", "riskapi.process", "worker"],
         env=env,
         stdin=subprocess.DEVNULL,
+        stderr=native.for_children(),
         start_new_session=True,
         preexec_fn=die_with_parent,
     )

@@ -17,7 +17,7 @@ import uvicorn
 
 from jobs.runtime.embedded_redis import die_with_parent
 from riskapi.config import Settings, SettingsError
-from riskapi.observability import formats
+from riskapi.observability import formats, native
 from riskapi.process import settle
 
 # How long an API process may take over its requests in flight once asked to stop.
@@ -46,6 +46,7 @@ def start(host: str, port: int, env: dict) -> subprocess.Popen:
         [sys.executable, "-c", code, host, str(port)],
         env=env,
         stdin=subprocess.DEVNULL,
+        stderr=native.for_children(),
         start_new_session=True,
         preexec_fn=die_with_parent,
     )
@@ -53,6 +54,7 @@ def start(host: str, port: int, env: dict) -> subprocess.Popen:
 
 def run(host: str, port: int) -> None:
     """Serve the API in this process on a socket of its own, until SIGTERM or SIGINT (then gracefully)."""
+    native.capture()
     try:
         formats.setup(Settings.from_env().log_format)
     except SettingsError:

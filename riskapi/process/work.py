@@ -13,12 +13,13 @@ import models
 from jobs.runtime import embedded_redis, worker
 from models import migrations
 from riskapi.config import Settings
-from riskapi.observability import formats, logs, metrics
+from riskapi.observability import formats, logs, metrics, native
 from riskapi.process import settle
 
 
 def work(settings: Settings, burst: bool = False) -> None:
     """Run the outbox relay and a delivery worker (with RQ's scheduler) against REDIS_URL."""
+    native.capture()
     formats.setup(settings.log_format)
     if not settings.redis_url:
         raise SystemExit("riskapi worker: set REDIS_URL (the Redis that `riskapi serve` and the API hosts share)")
