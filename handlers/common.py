@@ -71,7 +71,7 @@ def cursor_secret() -> bytes:
 
 def list_page(
     model: render.Model,
-    rows_query: "peewee.ModelSelect[Any]",
+    rows_query: "peewee.ModelSelect[Any] | None",
     scope_id: int,
     per_page: int,
     cursor: str | None,
@@ -84,8 +84,8 @@ def list_page(
     """Answer one page of the request's list operation: the spec's filters and sorts, a signed cursor, Laravel's envelope.
 
     render_rows(rows) turns the page's rows into its items; scope_id is what reference filters look up within;
-    fetch(query) runs the page's query (render.fetch reads the driver's rows as they are). Given pages, a page is
-    read through them instead: rows_query's text written once per shape, its rows read as fetch reads them.
+    fetch(query) runs rows_query's page (render.fetch reads the driver's rows as they are). Given pages (and no
+    rows_query), a page is read through them instead: its text written once per shape, its rows as the driver sends them.
     """
     listing = _listing(spec.function_name(context.operation.operation_id), model)
     filters = listing.requested() if filters is None else filters
@@ -94,6 +94,8 @@ def list_page(
         hole = listing.written(scope_id, filters)
         rows_after = pages.rows_after(paginator, scope_id, hole, functools.partial(render.fetch_text, model))
         rows, next_cursor, prev_cursor = paginator.page_from(rows_after, per_page, cursor)
+    elif rows_query is None:
+        raise TypeError("list_page needs a rows_query or pages")
     else:
         where = listing.condition(scope_id, filters)
         rows_query = rows_query if where is None else rows_query.where(where)

@@ -24,11 +24,8 @@ def _list(
 ) -> flask.Response:
     """Answer one page of a risk profile's rows of one kind (the one list pipeline: handlers.common.list_page)."""
     profile = common.risk_of(agency_id, risk)
-    pages = _pages(model)
-    rows = render.select_all(model).where(model.risk == profile.id)  # what the written pages read, as Peewee reads it
     shown = functools.partial(render.envelopes, model, include=include)
-    fetch = functools.partial(render.fetch, model)
-    return common.list_page(model, rows, profile.id, per_page, cursor, filter_, sort, shown, fetch, pages)
+    return common.list_page(model, None, profile.id, per_page, cursor, filter_, sort, shown, pages=_pages(model))
 
 
 @functools.cache

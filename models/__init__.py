@@ -121,13 +121,28 @@ def timestamp(value: datetime.datetime) -> str:
 # connect for good, and every request with it: libpq gives up after connect_timeout (2 s, its least);
 # tcp_user_timeout drops a connection whose sent query goes unacknowledged for 1.5 s (without it the kernel
 # retransmits for about 15 minutes; a long query is not cut: the server's kernel acknowledges it at once); and
-# keepalives find an idle pooled connection whose host went silent. The other way round, the server ends a
-# transaction whose client has said nothing for 2 s (idle_in_transaction_session_timeout): a process cut off
-# mid-transaction would otherwise hold its row locks, and stall every other host's writes to that risk profile,
-# until the server's own keepalives notice (two hours by default); a transaction here never waits on its client
-# (nothing slow runs between its statements: no HTTP, no Redis). A URL's own parameters win (?connect_timeout=10).
+# keepalives find an idle pooled connection whose host went silent. The other way round, the server's side of
+# each session finds its client gone silent within about 2 s whatever the session is doing: keepalives after 1 s
+# of quiet and tcp_user_timeout (0.5 s of a result unacknowledged) close the socket, and client_connection_check_interval notices it while a
+# statement runs or waits for a lock. A process cut off mid-transaction would otherwise hold its row locks, and
+# stall every other host's writes to that risk profile, until the server's default keepalives noticed (hours);
+# the idle-in-transaction timeout alone (2 s, its first mend) ended a cut-off host's transactions queued on one
+# lock one after another, each once it had the lock and 2 s of idleness: another host's write waited 4 and 6 s
+# behind two and three of them. It stays (3 s) for a client alive but silent mid-transaction; a transaction here
+# never waits on its client (nothing slow runs between its statements: no HTTP, no Redis). A URL's own
+# parameters win (?connect_timeout=10).
 SILENCE = {
-    "options": "-c idle_in_transaction_session_timeout=2000",
+    "options": " ".join(
+        f"-c {name}={value}"
+        for name, value in {
+            "idle_in_transaction_session_timeout": 3000,
+            "tcp_user_timeout": 500,
+            "tcp_keepalives_idle": 1,
+            "tcp_keepalives_interval": 1,
+            "tcp_keepalives_count": 1,
+            "client_connection_check_interval": 250,
+        }.items()
+    ),
     "connect_timeout": 2,
     "tcp_user_timeout": 1500,
     "keepalives": 1,

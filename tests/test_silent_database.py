@@ -67,6 +67,16 @@ def test_the_breaker_opens_on_a_slow_failure_only_and_closes_when_its_probe_answ
     reason="a PostgreSQL session setting (CI's postgres pass)",
 )
 def test_the_service_s_sessions_end_a_transaction_whose_client_went_silent(database):
-    # A process cut off mid-transaction would hold its row locks until the server's keepalives noticed (hours).
+    # A process cut off mid-transaction would hold its row locks until the server's keepalives noticed (hours);
+    # its transactions queued on one lock would end one idle timeout after another, not together.
+    settings = {
+        "idle_in_transaction_session_timeout": "3s",
+        "tcp_user_timeout": "500",
+        "tcp_keepalives_idle": "1",
+        "tcp_keepalives_interval": "1",
+        "tcp_keepalives_count": "1",
+        "client_connection_check_interval": "250ms",
+    }
     with models.db.connection_context():
-        assert models.db.execute_sql("SHOW idle_in_transaction_session_timeout").fetchone() == ("2s",)
+        shown = {name: models.db.execute_sql(f"SHOW {name}").fetchone()[0] for name in settings}
+    assert shown == settings
