@@ -122,15 +122,15 @@ def timestamp(value: datetime.datetime) -> str:
 # tcp_user_timeout drops a connection whose sent query goes unacknowledged for 1.5 s (without it the kernel
 # retransmits for about 15 minutes; a long query is not cut: the server's kernel acknowledges it at once); and
 # keepalives find an idle pooled connection whose host went silent. The other way round, the server's side of
-# each session finds its client gone silent within about 2 s whatever the session is doing: keepalives after 1 s
-# of quiet and tcp_user_timeout (0.5 s of a result unacknowledged) close the socket, and client_connection_check_interval notices it while a
-# statement runs or waits for a lock. A process cut off mid-transaction would otherwise hold its row locks, and
-# stall every other host's writes to that risk profile, until the server's default keepalives noticed (hours);
-# the idle-in-transaction timeout alone (2 s, its first mend) ended a cut-off host's transactions queued on one
-# lock one after another, each once it had the lock and 2 s of idleness: another host's write waited 4 and 6 s
-# behind two and three of them. It stays (3 s) for a client alive but silent mid-transaction; a transaction here
-# never waits on its client (nothing slow runs between its statements: no HTTP, no Redis). A URL's own
-# parameters win (?connect_timeout=10).
+# each session finds its client gone silent within about 2 s whatever the session is doing: keepalives after
+# 1 s of quiet and tcp_user_timeout (a result unacknowledged for 0.5 s) close the socket, and
+# client_connection_check_interval notices it while a statement runs or waits for a lock. A process cut off
+# mid-transaction would otherwise hold its row locks, and stall every other host's writes to that risk profile,
+# until the server's default keepalives noticed (hours); the idle-in-transaction timeout alone (2 s, its first
+# mend) ended a cut-off host's transactions queued on one lock one after another, each once it had the lock
+# and 2 s of idleness: another host's write waited 4 and 6 s behind two and three of them. It stays (3 s) for
+# a client alive but silent mid-transaction; a transaction here never waits on its client (nothing slow runs
+# between its statements: no HTTP, no Redis). A URL's own parameters win (?connect_timeout=10).
 SILENCE = {
     "options": " ".join(
         f"-c {name}={value}"
