@@ -3,8 +3,6 @@
 import contextlib
 import contextvars
 import datetime
-import select
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -14,95 +12,15 @@ import peewee
 import psycopg2.extensions
 from playhouse.db_url import connect as url_connect
 from playhouse.db_url import parse as url_parse
-from playhouse.pool import PooledPostgresqlDatabase
 
 from models import breaker
+from models.databases import SILENCE, PostgresqlPool, SqliteDatabase
 
 db = peewee.DatabaseProxy()
 
-# PostgreSQL's uuid type (OID 2950) read as the text the server sends. Peewee registers psycopg2's UUID
-# caster at import, which makes a uuid.UUID of every value; the service then writes each one out again
-# (an answer, an event, a cursor), and a UUIDField still makes its object from the text, as on SQLite.
-_UUID_AS_TEXT = psycopg2.extensions.new_type((2950,), "UUID_AS_TEXT", lambda value, cursor: value)
 # PostgreSQL's date (OID 1082) and timestamp (1114) read as text, for a read that only writes them out again
 # (models.read_as_text); psycopg2 keeps the server's DateStyle ISO, the form SQLite's text has too.
 _TIMES_AS_TEXT = psycopg2.extensions.new_type((1082, 1114), "TIMES_AS_TEXT", lambda value, cursor: value)
-
-
-class SqliteDatabase(peewee.SqliteDatabase):
-    """SQLite, whose write transactions in one process take turns on a lock of their own before the file's.
-
-    SQLite has one writer at a time, and a connection that finds the file locked sleeps in SQLite's busy
-    handler, in steps of up to 100 ms, whenever the writer lets go. Threads of one process (the API's
-    handlers; a worker's relay, claims and recorder) that wait on a lock start the moment the one before
-    them commits; only writers in other processes still meet the busy handler.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.write_turns = threading.RLock()  # reentrant: atomic() inside atomic() is a savepoint
-
-
-class PostgresqlPool(PooledPostgresqlDatabase):
-    """Pooled PostgreSQL connections, each checked at check-out without a round trip, reading UUIDs as text.
-
-    Peewee's pool sends `SELECT 1` on every check-out (a request, a relay pass, a recorder batch): a
-    round trip, with its cost on both ends, before any work. An idle connection the server has let go
-    (restart, crash, `pg_terminate_backend`, idle timeout) has its last message or its end of stream
-    waiting on the socket, so a connection with anything to read, or in an unknown state, is
-    discarded and a new one opened instead; only a connection whose host vanished without a word
-    (no FIN) passes, and its first query then fails as the ping would have: slowly, then a 503.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.breaker = breaker.Breaker(self.probe)
-        self.held = threading.local()  # each thread's connection kept between requests (keep_connection)
-
-    def probe(self) -> None:
-        """Open a connection of its own (outside the pool), ask the server one thing, and close it."""
-        try:
-            connection = psycopg2.connect(database=self.database, **self.connect_params)
-            try:
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT 1")
-            finally:
-                connection.close()
-        except psycopg2.Error as exc:
-            raise peewee.OperationalError(str(exc)) from exc
-
-    def _initialize_connection(self, conn: Any) -> None:
-        super()._initialize_connection(conn)
-        # Per connection, not process-wide: other clients in the process keep psycopg2's defaults.
-        if isinstance(conn, psycopg2.extensions.connection):
-            psycopg2.extensions.register_type(_UUID_AS_TEXT, conn)
-
-    def _is_closed(self, conn: Any) -> bool:
-        return not self.sound(conn)
-
-    def sound(self, conn: Any) -> bool:
-        """Tell whether a connection may be used, as a check-out checks it: no round trip (a transaction left open is
-        rolled back)."""
-        return not self._unsound(conn)
-
-    def _unsound(self, conn: Any) -> bool:
-        if conn.closed:
-            return True
-        adapter = self._adapter
-        status = adapter.txn_status(conn)
-        if status == adapter.txn_unknown:
-            return True
-        if status != adapter.txn_idle:  # left in a transaction: roll it back, as Peewee's own check does
-            try:
-                adapter.rollback(conn)
-            except Exception:  # any failure means the connection is not to be reused
-                return True
-            return False
-        try:
-            readable, _, _ = select.select([conn.fileno()], [], [], 0)
-        except (OSError, ValueError):
-            return True
-        return bool(readable)
 
 
 def utcnow() -> datetime.datetime:
@@ -115,41 +33,6 @@ def timestamp(value: datetime.datetime) -> str:
     if value.tzinfo is None:  # as stored: the suffix is all replace(tzinfo=UTC) would add, without a new datetime
         return value.isoformat() + "+00:00"
     return value.replace(tzinfo=datetime.UTC).isoformat()
-
-
-# A server that does not answer (a link gone silent, not a crash: nothing refuses, nothing resets) would hold a
-# connect for good, and every request with it: libpq gives up after connect_timeout (2 s, its least);
-# tcp_user_timeout drops a connection whose sent query goes unacknowledged for 1.5 s (without it the kernel
-# retransmits for about 15 minutes; a long query is not cut: the server's kernel acknowledges it at once); and
-# keepalives find an idle pooled connection whose host went silent. The other way round, the server's side of
-# each session finds its client gone silent within about 2 s whatever the session is doing: keepalives after
-# 1 s of quiet and tcp_user_timeout (a result unacknowledged for 0.5 s) close the socket, and
-# client_connection_check_interval notices it while a statement runs or waits for a lock. A process cut off
-# mid-transaction would otherwise hold its row locks, and stall every other host's writes to that risk profile,
-# until the server's default keepalives noticed (hours); the idle-in-transaction timeout alone (2 s, its first
-# mend) ended a cut-off host's transactions queued on one lock one after another, each once it had the lock
-# and 2 s of idleness: another host's write waited 4 and 6 s behind two and three of them. It stays (3 s) for
-# a client alive but silent mid-transaction; a transaction here never waits on its client (nothing slow runs
-# between its statements: no HTTP, no Redis). A URL's own parameters win (?connect_timeout=10).
-SILENCE = {
-    "options": " ".join(
-        f"-c {name}={value}"
-        for name, value in {
-            "idle_in_transaction_session_timeout": 3000,
-            "tcp_user_timeout": 500,
-            "tcp_keepalives_idle": 1,
-            "tcp_keepalives_interval": 1,
-            "tcp_keepalives_count": 1,
-            "client_connection_check_interval": 250,
-        }.items()
-    ),
-    "connect_timeout": 2,
-    "tcp_user_timeout": 1500,
-    "keepalives": 1,
-    "keepalives_idle": 10,
-    "keepalives_interval": 5,
-    "keepalives_count": 3,
-}
 
 
 def bind(database_url: str) -> peewee.Database:
