@@ -53,6 +53,8 @@ log = logging.getLogger("riskapi.delivery")
 # Attempts at once to a webhook this process has not yet seen answer quickly: one may hang while another proves
 # it. A burst to 50 new receivers that all hang opens 100 connections at once, not 200 (jobs.slowness).
 UNPROVEN = 2
+# Attempts the dispatcher starts before it looks whether a quick webhook's delivery came meanwhile (`Engine._start`).
+ROUND_PART = 8
 EPOCH = datetime.datetime(1970, 1, 1)  # naive UTC, as the database stores moments
 
 
@@ -96,6 +98,7 @@ class Engine:
         self._in_flight = 0
         self._held = 0  # claimed here and not yet settled: waiting, running or being recorded
         self._paused = False  # the recorder cannot write: no attempt starts
+        self._quick_came = False  # a delivery to a webhook that answers quickly was lined up since the round began
         self.slow = SlowMarks(connection, settings.webhook_queue, settings.webhook_slow_for)
         self._closed = False
         self.recorder = Recorder(self)
@@ -122,8 +125,10 @@ class Engine:
         slots = {webhook_id: iter(waits) for webhook_id, waits in self.pacer.reserve_many(dict(per_webhook)).items()}
         lease = time.monotonic() + claims.lease_for(self.settings).total_seconds()
         with self._cond:
+            now = time.monotonic()
             for delivery, webhook, generation, due in entries:
                 wait = next(slots[webhook.id])
+                self._quick_came = self._quick_came or self._cap(webhook.id, now)[1]
                 self._hooks[webhook.id] = webhook
                 _enter(self._line_of(webhook.id), Item(delivery, generation, max(due, clock + wait) if wait > 0 else due, lease))
                 self._held += 1
@@ -138,10 +143,13 @@ class Engine:
 
     # ---- the dispatcher --------------------------------------------------------------------------
 
-    def _cap(self, webhook_id: int, now: float) -> int:
+    def _cap(self, webhook_id: int, now: float) -> tuple[int, bool]:
+        """Return how many attempts a webhook may have running here, and whether it answered quickly here lately."""
         if self.slow.is_slow(webhook_id, now):
-            return 1
-        return self.per_webhook if self.slow.proven(webhook_id, now) else min(self.per_webhook, UNPROVEN)
+            return 1, False
+        if self.slow.proven(webhook_id, now):
+            return self.per_webhook, True
+        return min(self.per_webhook, UNPROVEN), False
 
     def _dispatch(self) -> None:
         """Start every attempt whose turn it is; sleep until an attempt ends, a delivery comes, or one is due."""
@@ -153,19 +161,23 @@ class Engine:
                 else:
                     self._cond.wait(wake)
 
-    def _take_due(self) -> tuple[list[tuple[Item, Webhook]], float | None]:
-        """Take the attempts that may run now out of their lines, webhooks taking turns, and count them running;
-        return them, and the seconds until the next due one (caller holds the lock)."""
+    def _take_due(self, quick_only: bool = False) -> tuple[list[tuple[Item, Webhook]], float | None]:
+        """Take the attempts that may run now out of their lines (only the quick webhooks' with quick_only),
+        webhooks taking turns, and count them running; return them, those to webhooks that answered quickly lately
+        first, and the seconds until the next due one (caller holds the lock)."""
         if self._paused:
             return [], None  # resume() wakes the dispatcher
         now, clock = time.monotonic(), time.time()
         margin = self.settings.webhook_timeout + 0.5  # an attempt must end well within its claim
-        order, served, wake, picked = self._turns, 0, None, []
+        order, served, wake, quick, picked = self._turns, 0, None, [], []
+        self._quick_came = False
         for webhook_id in order:
             if self._in_flight >= self.capacity:
                 break
             served += 1
-            line, cap = self._lines[webhook_id], self._cap(webhook_id, now)
+            (cap, proven), line = self._cap(webhook_id, now), self._lines[webhook_id]
+            if quick_only and not proven:
+                continue
             while line and self._running[webhook_id] < cap and self._in_flight < self.capacity:
                 item = line[0]
                 if item.due > clock:
@@ -177,35 +189,68 @@ class Engine:
                     continue
                 self._running[webhook_id] += 1
                 self._in_flight += 1
-                picked.append((item, self._hooks[webhook_id]))
+                (quick if proven else picked).append((item, self._hooks[webhook_id]))
             if not line:
                 del self._lines[webhook_id]
-        # The next round starts after the last webhook served in this one.
-        self._turns = [w for w in order[served:] + order[:served] if w in self._lines]
-        return picked, wake
+        if not quick_only:  # the next round starts after the last webhook served in this one
+            order = order[served:] + order[:served]
+        self._turns = [w for w in order if w in self._lines]
+        # Quick first: they end soon, while the unproven may hang until their deadline (bench/isolation.py).
+        return quick + picked, wake
 
     def _start(self, picked: list[tuple[Item, Webhook]]) -> None:
-        """Start the attempts taken that their webhooks' windows of starts allow, asked of the pacer in one round
-        trip made without the lock; put the others back first in their lines until the window allows them."""
-        wanted = collections.Counter(webhook.id for _, webhook in picked)
+        """Start a round's attempts a few at a time, without the lock (the caller's): an attempt's start (a thread
+        woken, a connection opened) takes a millisecond or more of the GIL, so a round of a hundred takes a tenth
+        of a second, while RQ's threads line new deliveries up. One to a webhook that answers quickly, come
+        meanwhile, starts before the rest of the round (bench/isolation.py: it waited for a burst's round)."""
         self._cond.release()
+        try:
+            back: list[tuple[Item, Webhook, float]] = []
+            for begin in range(0, len(picked), ROUND_PART):
+                if begin and self._paused:  # the recorder cannot write: the rest waits in their lines
+                    back += [(item, webhook, item.due) for item, webhook in picked[begin:]]
+                    break
+                if begin and self._quick_came:
+                    with self._cond:
+                        quick, _ = self._take_due(quick_only=True)
+                    back += self._start_part(quick)
+                back += self._start_part(picked[begin : begin + ROUND_PART])
+            lines: dict[int, list[tuple[Item, float]]] = {}
+            for item, webhook, due in back:
+                lines.setdefault(webhook.id, []).append((item, due))
+            # A line emptied by the round opens again last in the turns, in the round's order; in it, the last
+            # item goes back first, each at the line's front.
+            for webhook_id, items in lines.items():
+                for entry in reversed(items):
+                    self._release(webhook_id, back=entry)
+        finally:
+            self._cond.acquire()
+
+    def _start_part(self, picked: list[tuple[Item, Webhook]]) -> list[tuple[Item, Webhook, float]]:
+        """Start the attempts that their webhooks' windows of starts allow, asked of the pacer in one round trip;
+        return the others, each with the moment its window allows it."""
+        wanted = collections.Counter(webhook.id for _, webhook in picked)
         try:
             admitted = self.pacer.admit_many(dict(wanted))
         except Exception:  # a bug must not hold deliveries back forever: they go unpaced
             log.exception("pacing failed unexpectedly: %d attempts start unpaced", len(picked))
             admitted = {webhook_id: (n, None, 0.0) for webhook_id, n in wanted.items()}
-        finally:
-            self._cond.acquire()
         clock, back = time.time(), []
         for item, webhook in picked:
             starts, at, wait = admitted[webhook.id]
             if starts > 0:
                 admitted[webhook.id] = (starts - 1, at, wait)
-                self._executor.submit(self._attempt, item, webhook, at)
+                self._submit(item, webhook, at)
             else:
                 back.append((item, webhook, clock + wait))
-        for item, webhook, due in reversed(back):  # the last first: each goes back at the front of its line
-            self._release(webhook.id, back=(item, due))
+        return back
+
+    def _submit(self, item: Item, webhook: Webhook, at: int | None) -> None:
+        try:
+            self._executor.submit(self._attempt, item, webhook, at)
+        except RuntimeError:  # closed meanwhile (close() waited its time out): unattempted, the claim lapses
+            self._release(webhook.id)
+            self.settled()
 
     # ---- pool threads ------------------------------------------------------------------------------
 
