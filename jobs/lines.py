@@ -169,7 +169,9 @@ class Engine:
             return [], None  # resume() wakes the dispatcher
         now, clock = time.monotonic(), time.time()
         margin = self.settings.webhook_timeout + 0.5  # an attempt must end well within its claim
-        order, served, wake, quick, picked = self._turns, 0, None, [], []
+        order, served, wake = self._turns, 0, None
+        quick: list[tuple[Item, Webhook]] = []
+        picked: list[tuple[Item, Webhook]] = []
         self._quick_came = False
         for webhook_id in order:
             if self._in_flight >= self.capacity:
