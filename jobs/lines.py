@@ -98,7 +98,7 @@ class Engine:
         self._in_flight = 0
         self._held = 0  # claimed here and not yet settled: waiting, running or being recorded
         self._paused = False  # the recorder cannot write: no attempt starts
-        self._quick_came = False  # a delivery to a webhook that answers quickly was lined up since the round began
+        self._quick_came: set[int] = set()  # webhooks that answer quickly with a delivery lined up since the round began
         self.slow = SlowMarks(connection, settings.webhook_queue, settings.webhook_slow_for)
         self._closed = False
         self.recorder = Recorder(self)
@@ -128,7 +128,8 @@ class Engine:
             now = time.monotonic()
             for delivery, webhook, generation, due in entries:
                 wait = next(slots[webhook.id])
-                self._quick_came = self._quick_came or self._cap(webhook.id, now)[1]
+                if self._cap(webhook.id, now)[1]:
+                    self._quick_came.add(webhook.id)
                 self._hooks[webhook.id] = webhook
                 _enter(self._line_of(webhook.id), Item(delivery, generation, max(due, clock + wait) if wait > 0 else due, lease))
                 self._held += 1
@@ -161,10 +162,10 @@ class Engine:
                 else:
                     self._cond.wait(wake)
 
-    def _take_due(self, quick_only: bool = False) -> tuple[list[tuple[Item, Webhook]], float | None]:
-        """Take the attempts that may run now out of their lines (only the quick webhooks' with quick_only),
-        webhooks taking turns, and count them running; return them, those to webhooks that answered quickly lately
-        first, and the seconds until the next due one (caller holds the lock)."""
+    def _take_due(self, only: set[int] | None = None) -> tuple[list[tuple[Item, Webhook]], float | None]:
+        """Take the attempts that may run now out of their lines (of the webhooks `only` names, if given), webhooks
+        taking turns, and count them running; return them, those to webhooks that answered quickly lately first,
+        and the seconds until the next due one (caller holds the lock)."""
         if self._paused:
             return [], None  # resume() wakes the dispatcher
         now, clock = time.monotonic(), time.time()
@@ -172,14 +173,12 @@ class Engine:
         order, served, wake = self._turns, 0, None
         quick: list[tuple[Item, Webhook]] = []
         picked: list[tuple[Item, Webhook]] = []
-        self._quick_came = False
-        for webhook_id in order:
+        self._quick_came = set()
+        for webhook_id in order if only is None else [w for w in order if w in only]:
             if self._in_flight >= self.capacity:
                 break
             served += 1
             (cap, proven), line = self._cap(webhook_id, now), self._lines[webhook_id]
-            if quick_only and not proven:
-                continue
             while line and self._running[webhook_id] < cap and self._in_flight < self.capacity:
                 item = line[0]
                 if item.due > clock:
@@ -194,7 +193,7 @@ class Engine:
                 (quick if proven else picked).append((item, self._hooks[webhook_id]))
             if not line:
                 del self._lines[webhook_id]
-        if not quick_only:  # the next round starts after the last webhook served in this one
+        if only is None:  # the next round starts after the last webhook served in this one
             order = order[served:] + order[:served]
         self._turns = [w for w in order if w in self._lines]
         # Quick first: they end soon, while the unproven may hang until their deadline (bench/isolation.py).
@@ -214,7 +213,7 @@ class Engine:
                     break
                 if begin and self._quick_came:
                     with self._cond:
-                        quick, _ = self._take_due(quick_only=True)
+                        quick, _ = self._take_due(only=self._quick_came)
                     back += self._start_part(quick)
                 back += self._start_part(picked[begin : begin + ROUND_PART])
             lines: dict[int, list[tuple[Item, float]]] = {}
