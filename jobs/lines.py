@@ -8,9 +8,10 @@ receiver, however slow, holds a thread that other deliveries queue behind. Here:
   blocking, hardened jobs.https.transport.post; pool threads never touch the database);
 * one webhook has at most RISKAPI_WEBHOOK_PER_WEBHOOK attempts running in a process, two until it has
   answered quickly here, and one while it is marked slow (jobs.slowness). The rest wait in the webhook's
-  own line, each until its paced slot (jobs.pacing), and lines take turns, so a backlog of one webhook
-  is never ahead of another's delivery. The dispatcher thread takes a round's due attempts out of their
-  lines and has the pacer admit them all in one round trip (made without the lock) before they start;
+  own line, each until its paced slot (jobs.pacing), and lines take turns (jobs.turns), so a backlog of one
+  webhook is never ahead of another's delivery. The dispatcher thread takes a round's due attempts out of
+  their lines and starts them a part at a time without the lock, each part admitted by the pacer in one
+  round trip, a quick webhook's delivery that came meanwhile next (`_start`);
 * one recorder thread (jobs.recorder) writes every outcome and schedules retries on RQ; every second
   it has the engine tend its lines (`tend`): renew the claims of waiting deliveries, re-read their webhooks.
 
@@ -24,14 +25,12 @@ sent again. The worker builds one engine per process and hands it to its RQ jobs
 
 from __future__ import annotations
 
-import bisect
 import collections
 import concurrent.futures
 import datetime
 import logging
 import threading
 import time
-from dataclasses import dataclass
 
 import redis
 
@@ -44,8 +43,9 @@ from jobs.outages import DATABASE_ERRORS, Outage
 from jobs.pacing import Pacer
 from jobs.recorder import Claimed, Recorder
 from jobs.slowness import SlowMarks
+from jobs.turns import Item, Turns
 from models import utcnow
-from models.webhooks import Delivery, Webhook
+from models.webhooks import Webhook
 from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.delivery")
@@ -56,24 +56,6 @@ UNPROVEN = 2
 # Attempts the dispatcher starts before it looks whether a quick webhook's delivery came meanwhile (`Engine._start`).
 ROUND_PART = 8
 EPOCH = datetime.datetime(1970, 1, 1)  # naive UTC, as the database stores moments
-
-
-@dataclass(eq=False)
-class Item:
-    """A claimed delivery waiting in its webhook's line, then in flight, then being recorded."""
-
-    delivery: Delivery  # with its webhook and event body loaded
-    generation: int
-    due: float  # time.time() before which the attempt must not start (a retry RQ ran early, or its paced slot)
-    lease: float  # time.monotonic() until which this process's claim holds
-
-
-def _enter(line: collections.deque, item: Item) -> None:
-    """Put an item in its line in order of due time: RQ threads reserve slots and enter lines in either order."""
-    if not line or line[-1].due <= item.due:
-        line.append(item)
-    else:
-        line.insert(bisect.bisect_right(line, item.due, key=lambda waiting: waiting.due), item)
 
 
 class Engine:
@@ -91,11 +73,7 @@ class Engine:
         self.per_webhook = max(settings.webhook_per_webhook, 1)
         self.pacer = Pacer(connection, settings.webhook_max_rate, f"riskapi:pace:{settings.webhook_queue}")
         self._cond = threading.Condition()
-        self._lines: dict[int, collections.deque] = {}
-        self._turns: list[int] = []  # webhooks with a line, in the order they are served
-        self._hooks: dict[int, Webhook] = {}  # the latest read of every webhook with a line
-        self._running: collections.Counter = collections.Counter()
-        self._in_flight = 0
+        self.turns = Turns()  # the lines, their turns, the attempts running (under the lock)
         self._held = 0  # claimed here and not yet settled: waiting, running or being recorded
         self._paused = False  # the recorder cannot write: no attempt starts
         self._quick_came: set[int] = set()  # webhooks that answer quickly with a delivery lined up since the round began
@@ -130,17 +108,9 @@ class Engine:
                 wait = next(slots[webhook.id])
                 if self._cap(webhook.id, now)[1]:
                     self._quick_came.add(webhook.id)
-                self._hooks[webhook.id] = webhook
-                _enter(self._line_of(webhook.id), Item(delivery, generation, max(due, clock + wait) if wait > 0 else due, lease))
+                self.turns.enter(webhook, Item(delivery, generation, max(due, clock + wait) if wait > 0 else due, lease))
                 self._held += 1
             self._cond.notify_all()
-
-    def _line_of(self, webhook_id: int) -> collections.deque:
-        """Return a webhook's line, opening it (last in the turns) if it has none (caller holds the lock)."""
-        if webhook_id not in self._lines:
-            self._lines[webhook_id] = collections.deque()
-            self._turns.append(webhook_id)
-        return self._lines[webhook_id]
 
     # ---- the dispatcher --------------------------------------------------------------------------
 
@@ -155,7 +125,7 @@ class Engine:
     def _dispatch(self) -> None:
         """Start every attempt whose turn it is; sleep until an attempt ends, a delivery comes, or one is due."""
         with self._cond:
-            while not (self._closed and not self._lines and not self._in_flight):
+            while not (self._closed and not self.turns.lines and not self.turns.in_flight):
                 picked, wake = self._take_due()
                 if picked:
                     self._start(picked)
@@ -168,36 +138,11 @@ class Engine:
         and the seconds until the next due one (caller holds the lock)."""
         if self._paused:
             return [], None  # resume() wakes the dispatcher
-        now, clock = time.monotonic(), time.time()
-        margin = self.settings.webhook_timeout + 0.5  # an attempt must end well within its claim
-        order, served, wake = self._turns, 0, None
-        quick: list[tuple[Item, Webhook]] = []
-        picked: list[tuple[Item, Webhook]] = []
+        now, margin = time.monotonic(), self.settings.webhook_timeout + 0.5  # an attempt must end well within its claim
         self._quick_came = set()
-        for webhook_id in order if only is None else [w for w in order if w in only]:
-            if self._in_flight >= self.capacity:
-                break
-            served += 1
-            (cap, proven), line = self._cap(webhook_id, now), self._lines[webhook_id]
-            while line and self._running[webhook_id] < cap and self._in_flight < self.capacity:
-                item = line[0]
-                if item.due > clock:
-                    wake = min(wake or 3600.0, item.due - clock)
-                    break
-                line.popleft()
-                if item.lease - now < margin:
-                    self._held -= 1  # not renewed in time (the database is away): rescue hands it back
-                    continue
-                self._running[webhook_id] += 1
-                self._in_flight += 1
-                (quick if proven else picked).append((item, self._hooks[webhook_id]))
-            if not line:
-                del self._lines[webhook_id]
-        if only is None:  # the next round starts after the last webhook served in this one
-            order = order[served:] + order[:served]
-        self._turns = [w for w in order if w in self._lines]
-        # Quick first: they end soon, while the unproven may hang until their deadline (bench/isolation.py).
-        return quick + picked, wake
+        picked, wake, lapsed = self.turns.take(lambda w: self._cap(w, now), self.capacity, now, time.time(), margin, only)
+        self._held -= lapsed
+        return picked, wake
 
     def _start(self, picked: list[tuple[Item, Webhook]]) -> None:
         """Start a round's attempts a few at a time, without the lock (the caller's): an attempt's start (a thread
@@ -275,19 +220,7 @@ class Engine:
     def _release(self, webhook_id: int, back: tuple[Item, float] | None = None) -> None:
         """Free an attempt's place; `back` = (item, due) puts an item that did not start back in its line."""
         with self._cond:
-            self._running[webhook_id] -= 1
-            if not self._running[webhook_id]:
-                del self._running[webhook_id]
-            self._in_flight -= 1
-            if back is not None:
-                # The window is full until `due`: none of the line starts before it, and this one goes first.
-                (item, due), line = back, self._line_of(webhook_id)
-                for waiting in line:
-                    if waiting.due >= due:
-                        break
-                    waiting.due = due
-                item.due = due
-                line.appendleft(item)
+            self.turns.finish(webhook_id, back)
             self._cond.notify_all()
 
     # ---- for the recorder ------------------------------------------------------------------------
@@ -306,7 +239,7 @@ class Engine:
     def waiting(self) -> dict[int, list[Item]]:
         """Return a snapshot of the lines: webhook id -> its waiting items."""
         with self._cond:
-            return {webhook_id: list(line) for webhook_id, line in self._lines.items()}
+            return self.turns.waiting()
 
     def tend(self, unrecorded: list[Claimed], renewing: bool, soon: float) -> bool:
         """Re-read the webhooks of waiting deliveries and, when renewing, extend the claims that lapse before
@@ -323,7 +256,7 @@ class Engine:
             self.database_outage.lost(exc)
             return False
         with self._cond:
-            self._hooks.update(hooks)
+            self.turns.hooks.update(hooks)
             self._drop(dropped)
         return True
 
@@ -331,7 +264,7 @@ class Engine:
         """Start no attempt until resume() (those in flight go on); return how many are in flight."""
         with self._cond:
             self._paused = True
-            return self._in_flight
+            return self.turns.in_flight
 
     def resume(self) -> None:
         """Start attempts again."""
@@ -341,18 +274,9 @@ class Engine:
 
     def _drop(self, items: set) -> None:
         """Take waiting items out of their lines unattempted (caller holds the lock)."""
-        if not items:
-            return
-        for webhook_id in list(self._lines):
-            line = self._lines[webhook_id]
-            kept = [item for item in line if item not in items]
-            self._held -= len(line) - len(kept)
-            if kept:
-                self._lines[webhook_id] = collections.deque(kept)
-            else:
-                del self._lines[webhook_id]
-        self._turns = [w for w in self._turns if w in self._lines]
-        self._cond.notify_all()
+        if items:
+            self._held -= self.turns.drop(items)
+            self._cond.notify_all()
 
     # ---- stopping ----------------------------------------------------------------------------------
 
@@ -363,7 +287,7 @@ class Engine:
             if drain and self._threads[0].is_alive():
                 self._cond.wait_for(lambda: not self._held)
             self._closed = True
-            waiting = [item for line in self._lines.values() for item in line]
+            waiting = [item for line in self.turns.lines.values() for item in line]
             self._drop(set(waiting))
         if waiting:
             claims.hand_back(waiting)

@@ -71,7 +71,7 @@ def test_a_quick_webhooks_delivery_lined_up_during_a_long_round_starts_before_th
     run_round(engine)
     order = [webhook for webhook, _ in engine.started]
     assert order == unproven[:ROUND_PART] + [QUICK] + unproven[ROUND_PART:], order
-    assert engine._in_flight == len(unproven) + 1 and engine.waiting() == {}
+    assert engine.turns.in_flight == len(unproven) + 1 and engine.waiting() == {}
 
 
 def test_no_more_of_a_round_starts_once_the_engine_is_paused(engine):
@@ -80,7 +80,7 @@ def test_no_more_of_a_round_starts_once_the_engine_is_paused(engine):
     engine.on_start = lambda count: count == 1 and engine.pause()
     run_round(engine)
     assert [webhook for webhook, _ in engine.started] == list(range(1, ROUND_PART + 1))
-    assert engine._in_flight == ROUND_PART
+    assert engine.turns.in_flight == ROUND_PART
     assert sorted(engine.waiting()) == list(range(ROUND_PART + 1, 21))
     engine.resume()
     run_round(engine)

@@ -181,7 +181,7 @@ def test_a_round_of_attempts_to_several_webhooks_is_admitted_in_one_call(setting
         assert (before - 1e-3) * 1e6 <= started[0][3] <= (time.time() + 1e-3) * 1e6  # Redis's clock: this machine's
         (waiting,) = engine.waiting()[101]
         # Due when the other host's start leaves the window: a second after it.
-        assert before + 1 - 1e-3 <= waiting.due <= time.time() + 1 and engine._in_flight == 2, waiting
+        assert before + 1 - 1e-3 <= waiting.due <= time.time() + 1 and engine.turns.in_flight == 2, waiting
         taken, after = engine._take_due()[0], time.time()
         assert taken == [] or after >= waiting.due, taken  # nothing more before 101's window allows it
     connection.delete(*(key for hook in hooks for key in (engine.pacer.starts_key(hook.id), engine.pacer.key(hook.id))))
