@@ -26,6 +26,7 @@ carrying it). Callers select (and lock) the rows; these functions write, keeping
     abandon           pending, selected                       failed, unattempted (session ended)    listen, bench
 """
 
+import contextvars
 import datetime
 
 import peewee
@@ -43,6 +44,15 @@ _DELIVERY = ("uuid", "webhook", "stored_event", "event", "status", "tries", "nex
 _SESSION_DELIVERY = (*_DELIVERY, "relayed")
 
 Pairs = list[tuple[int, int]]  # (delivery id, generation)
+
+# Set when this context's writes left deliveries waiting for a relay (made pending, or sent again): an API request
+# wakes a relay only then (riskapi.api.app), instead of pushing a token to Redis after every write.
+_LEFT_WAITING: contextvars.ContextVar[bool] = contextvars.ContextVar("left_waiting", default=False)
+
+
+def left_waiting() -> bool:
+    """Tell whether this context's writes left deliveries waiting for a relay (an API request's context is its own)."""
+    return _LEFT_WAITING.get()
 
 
 def _pairs(pairs: Pairs) -> peewee.Expression:
@@ -109,6 +119,7 @@ def create(
     sent = [row for row in rows if row["webhook"] not in unsent] if unsent else rows
     if sent:
         inserts.insert(Delivery, _DELIVERY, sent, copy=True)
+        _LEFT_WAITING.set(True)
 
 
 def relay(ids: list[int], batches: list[tuple[str, list[int]]], now: datetime.datetime) -> None:
@@ -214,7 +225,10 @@ def requeue(where: peewee.Expression) -> int:
     """Start a new round of attempts (same uuid, same event) for the deliveries selected; return how many."""
     now = utcnow()
     changes = {"status": PENDING, "tries": 0, "next_attempt": now, "relayed": None, "locked_until": None, "updated": now}
-    return Delivery.update(**changes).where(where).execute()
+    changed = Delivery.update(**changes).where(where).execute()
+    if changed:
+        _LEFT_WAITING.set(True)
+    return changed
 
 
 def listen_claim(session_id: int, delivery_id: int, now: datetime.datetime, lease: datetime.datetime) -> bool:

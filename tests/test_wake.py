@@ -111,3 +111,21 @@ def test_without_wake_ups_the_same_deliveries_wait_for_the_poll(tenant, receiver
     api = start_api(REDIS_URL=redis_url, RISKAPI_WEBHOOK_QUEUE=worker.queue, RISKAPI_WEBHOOK_RELAY_WAKE="0")
     # The control: what the test above would see without them (waiting longer would only make it stricter).
     assert deliver_three(api, tenant, receiver, wait=1) == [False] * 3
+
+
+def test_only_a_write_that_leaves_deliveries_waiting_wakes_a_relay(tenant, receiver, start_api, redis_url):
+    queue = f"wake-{uuid.uuid4().hex[:8]}"  # no relay waits on it: every token pushed stays for the test to see
+    api = start_api(REDIS_URL=redis_url, RISKAPI_WEBHOOK_QUEUE=queue)
+    connection = redis.Redis.from_url(redis_url)
+    try:
+        with httpx.Client(base_url=api, timeout=30) as http:
+            # A push follows its answer within milliseconds: a second's wait catches one. (On a machine too busy to
+            # push in a second this could pass wrongly, never fail wrongly.)
+            assert http.post(tenant.url("/drivers"), json=items("driver", {}), headers=tenant.headers).status_code == 201
+            assert not wake.wait(connection, queue, 1.0), "a create no webhook takes woke a relay"
+            make_webhook(http, tenant, url=receiver.url)
+            assert not wake.wait(connection, queue, 1.0), "a webhook's creation woke a relay"
+            assert http.post(tenant.url("/drivers"), json=items("driver", {}), headers=tenant.headers).status_code == 201
+            assert wake.wait(connection, queue, 30), "a create with a delivery to send woke no relay"
+    finally:
+        connection.delete(wake.key(queue))

@@ -2,7 +2,8 @@
 
 The outbox stays the record and polling stays the guarantee: a relay still looks every
 RISKAPI_WEBHOOK_RELAY_INTERVAL. The API pushes a token onto a Redis list after each write it
-answers with success, and an idle relay blocks on that list (BLPOP) rather than sleeping, so a new
+answers with success that left deliveries waiting for a relay (models.delivery_states.left_waiting: a
+write no webhook takes pushes nothing), and an idle relay blocks on that list (BLPOP) rather than sleeping, so a new
 delivery leaves for RQ about a millisecond after its commit, not half an interval later on average.
 A lost or extra token costs nothing but a poll. Requests never wait for Redis: they set an event,
 and one thread per API process pushes (coalescing a burst into one token).
