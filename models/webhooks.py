@@ -174,14 +174,15 @@ class Delivery(BaseModel):
 
     id = peewee.AutoField()  # what Peewee adds by itself, declared so that a type checker knows it
     uuid = peewee.UUIDField(unique=True)
-    webhook = peewee.ForeignKeyField(Webhook, backref="deliveries", on_delete="CASCADE")
+    # Found through the index on (webhook, created) below, which leads with it (migration 0011).
+    webhook = peewee.ForeignKeyField(Webhook, backref="deliveries", on_delete="CASCADE", index=False)
     stored_event = peewee.ForeignKeyField(Event, column_name="event_id", on_delete="CASCADE")  # what is sent
     event = peewee.CharField(max_length=64)  # its name (the spec's `event`), to filter without a join
     status = peewee.CharField(max_length=16, default=PENDING)
     tries = peewee.IntegerField(default=0)  # attempts in the current round (redeliver starts a new one)
     next_attempt = peewee.DateTimeField(null=True)
     # Set when the relay handed the delivery to RQ; null = waiting for the relay.
-    relayed = peewee.DateTimeField(null=True, index=True)
+    relayed = peewee.DateTimeField(null=True)  # its waiting rows are found through `delivery_waiting` (below)
     # Bumped on every hand-over to RQ: only the job of the current generation may act.
     generation = peewee.IntegerField(default=0)
     # An attempt in flight holds the delivery until then; past it, the attempt is presumed dead.

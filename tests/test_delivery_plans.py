@@ -26,8 +26,12 @@ class Statements(logging.Handler):
         self.seen: list[tuple[str, tuple]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if isinstance(record.msg, tuple) and str(record.msg[0]).lstrip().upper().startswith("UPDATE"):
-            self.seen.append((record.msg[0], tuple(record.msg[1] or ())))
+        if not isinstance(record.msg, tuple):
+            return
+        # A transaction's first statement carries its BEGIN on PostgreSQL (models.databases.PostgresqlPool.begin).
+        sql = str(record.msg[0]).lstrip().removeprefix("BEGIN; ")
+        if sql.upper().startswith("UPDATE"):
+            self.seen.append((sql, tuple(record.msg[1] or ())))
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ MIGRATIONS += [
     "0008_channels",
     "0009_webhook_headers",
     "0010_webhook_channels",
+    "0011_delivery_indexes",
 ]
 
 
