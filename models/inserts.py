@@ -30,8 +30,9 @@ MAX_ROWS = 1_000
 # 1.20 vs 1.51, 50 rows 1.75 vs 2.86).
 COPY_FROM = 10
 
-# Values of these types are what the field's db_value returns for them: they are bound as they are.
-_AS_IS: dict[type[peewee.Field], tuple[type, ...]] = {
+# Values of these types are what the field's db_value returns for them, and its python_value: they are bound (and
+# read, jobs.claims) as they are.
+AS_IS: dict[type[peewee.Field], tuple[type, ...]] = {
     peewee.AutoField: (int,),
     peewee.CharField: (str,),
     peewee.TextField: (str,),
@@ -199,7 +200,7 @@ def _as_is(field: peewee.Field) -> tuple[type, ...]:
     """Return the types a field's db_value returns unchanged (a foreign key: those of the field it names)."""
     if isinstance(field, peewee.ForeignKeyField):
         return _as_is(field.rel_field)
-    return _AS_IS.get(type(field), ())
+    return AS_IS.get(type(field), ())
 
 
 # Bounded: one text per chunk size seen (a 1,000-row statement is some 100 KB).
