@@ -3,11 +3,11 @@
 Starts a throw-away PostgreSQL (toolkit.postgres: initdb, a free port, fsync on as deployed) with the
 `pg_stat_statements` extension loaded, runs the soak (`python -m bench.soak`, this checkout's load against
 `--root`'s code; what follows `--` is passed on) against a database of it, then prints the soak's summary,
-the statement time in all, the statements that took most of it (calls, total and mean ms, the
-normalised text), and the relay's polls of waiting deliveries. A statement's time is the server's
-wall time for it: a `SELECT ... FOR UPDATE` that waits for a lock counts its wait, and a `COPY` counts the
-time the client takes to stream its rows. The shared PostgreSQL is never touched: the extension needs
-the server started with it.
+the statement time in all, the WAL written (in all, and per delivery made), the statements that took most
+of it (calls, total and mean ms, the normalised text), and the relay's polls of waiting deliveries. A
+statement's time is the server's wall time for it: a `SELECT ... FOR UPDATE` that waits for a lock counts
+its wait, and a `COPY` counts the time the client takes to stream its rows. The shared PostgreSQL is never
+touched: the extension needs the server started with it.
 
     python -m bench.statements --seconds 30
     python -m bench.statements --seconds 30 --root /path/to/old-checkout
@@ -65,6 +65,16 @@ def table(rows: list[tuple[int, float, float, str]], width: int) -> list[str]:
     return lines
 
 
+def written(wal: float, url: str) -> str:
+    """Say how much WAL the soak wrote, in all and per delivery it made (what each row and index entry cost to write)."""
+    with psycopg2.connect(url) as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM delivery")
+        (deliveries,) = cursor.fetchone()
+    connection.close()
+    each = f", {wal / deliveries / 1000:.2f} kB per delivery made ({deliveries})" if deliveries else ""
+    return f"WAL written: {wal / 1e6:.1f} MB{each}"
+
+
 def measure(args: argparse.Namespace) -> int:
     """Start the server, run the soak against it, print what the statements cost; return the soak's exit code."""
     server = postgres.OwnPostgres()
@@ -78,6 +88,8 @@ def measure(args: argparse.Namespace) -> int:
             cursor.execute("CREATE EXTENSION pg_stat_statements")
             cursor.execute(f"CREATE DATABASE {DATABASE}")
             cursor.execute("SELECT pg_stat_statements_reset()")
+            cursor.execute("SELECT pg_current_wal_lsn()")
+            (began,) = cursor.fetchone()
         url = server.url.rsplit("/", 1)[0] + "/" + DATABASE
         soak = [sys.executable, "-m", "bench.soak", "--seconds", f"{args.seconds:g}", "--database-url", url]
         done = subprocess.run([*soak, "--root", str(args.root), *args.soak], cwd=ROOT, check=False)
@@ -85,6 +97,9 @@ def measure(args: argparse.Namespace) -> int:
             cursor.execute(_TOTAL, (DATABASE,))
             total, calls = cursor.fetchone()
             print(f"\nstatements: {total:.0f} ms in {calls} calls ({args.seconds:g} s of load and the soak's set-up and drain)")
+            cursor.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (began,))
+            (wal,) = cursor.fetchone()
+            print(written(float(wal), url))
             cursor.execute(_TOP, (DATABASE, "%", args.top))
             print("\n".join(table(cursor.fetchall(), args.width)))
             cursor.execute(_TOP, (DATABASE, RELAY, 10))
