@@ -37,6 +37,7 @@ MIGRATIONS += [
     "0009_webhook_headers",
     "0010_webhook_channels",
     "0011_delivery_indexes",
+    "0012_risk_object_indexes",
 ]
 
 
