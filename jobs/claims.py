@@ -16,7 +16,8 @@ from __future__ import annotations
 import datetime
 import logging
 import time
-from typing import Protocol, TypeVar
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 import peewee
 
@@ -24,7 +25,7 @@ import models
 from jobs.outages import DATABASE_ERRORS, reconnecting
 from jobs.rq_internals import engine_job
 from models import delivery_states, utcnow
-from models.inserts import AS_IS
+from models.inserts import as_is
 from models.prepared import Prepared, padded
 from models.webhooks import PENDING, Delivery, Event, Webhook
 from riskapi.config import Settings
@@ -93,11 +94,11 @@ def _load(delivery_ids: list[int]) -> list[Delivery]:
     webhooks: dict[int, Webhook] = {}
     loaded = []
     for row in found:
-        delivery = _made(Delivery, _DELIVERY_FIELDS, row)
+        delivery = _made(Delivery, _DELIVERY_READS, row)
         webhook_id = row[_WEBHOOK_AT]
         webhook = webhooks.get(webhook_id)
         if webhook is None:
-            webhook = webhooks[webhook_id] = _made(Webhook, _WEBHOOK_FIELDS, row, _WEBHOOK_AT)
+            webhook = webhooks[webhook_id] = _made(Webhook, _WEBHOOK_READS, row, _WEBHOOK_AT)
         delivery.webhook = webhook
         delivery.stored_event = Event(__no_default__=1, id=row[_EVENT_AT], body=row[-1])
         loaded.append(delivery)
@@ -111,6 +112,10 @@ _DELIVERY_FIELDS = tuple(Delivery._meta.sorted_fields)
 _WEBHOOK_FIELDS = tuple(Webhook._meta.sorted_fields)
 _WEBHOOK_AT = len(_DELIVERY_FIELDS)
 _EVENT_AT = next(at for at, field in enumerate(_DELIVERY_FIELDS) if field is Delivery.stored_event)
+# Each field as a row is read into it: its name, the types kept as they are, and what converts the others.
+Reads = tuple[tuple[str, tuple[type, ...], Callable[[Any], Any]], ...]
+_DELIVERY_READS: Reads = tuple((field.name, as_is(field), field.python_value) for field in _DELIVERY_FIELDS)
+_WEBHOOK_READS: Reads = tuple((field.name, as_is(field), field.python_value) for field in _WEBHOOK_FIELDS)
 _LOAD = Prepared(
     lambda ids: (
         Delivery.select(*_DELIVERY_FIELDS, *_WEBHOOK_FIELDS, Event.body)
@@ -121,11 +126,11 @@ _LOAD = Prepared(
 )
 
 
-def _made(model: type[M], fields: tuple[peewee.Field, ...], row: tuple, start: int = 0) -> M:
+def _made(model: type[M], reads: Reads, row: tuple, start: int = 0) -> M:
     """Return a model instance of the row's values from `start` on, read as its fields read them (as Peewee's cursor does)."""
     values = {}
-    for field, value in zip(fields, row[start : start + len(fields)], strict=True):
-        values[field.name] = value if value is None or type(value) in AS_IS.get(type(field), ()) else field.python_value(value)
+    for (name, kept, convert), value in zip(reads, row[start : start + len(reads)], strict=True):
+        values[name] = value if value is None or type(value) in kept else convert(value)
     return model(__no_default__=1, **values)
 
 

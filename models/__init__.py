@@ -14,7 +14,7 @@ from playhouse.db_url import connect as url_connect
 from playhouse.db_url import parse as url_parse
 
 from models import breaker
-from models.databases import SILENCE, PostgresqlPool, SqliteDatabase
+from models.databases import SILENCE, PostgresqlPool, SqliteDatabase, driver_errors
 
 db = peewee.DatabaseProxy()
 
@@ -180,15 +180,6 @@ def run_as_text(sql: str, params: list[Any]) -> Any:
     with driver_errors():
         cursor.execute(sql, params)
     return cursor
-
-
-def driver_errors() -> contextlib.AbstractContextManager[None]:
-    """Raise the driver's errors as Peewee's, as execute_sql does, around a call made on a cursor directly.
-
-    The service's error mapping and retries know Peewee's classes (IntegrityError, OperationalError), not
-    psycopg2's or sqlite3's.
-    """
-    return peewee.ExceptionWrapper(peewee.EXCEPTIONS)  # type: ignore[attr-defined]  # the stubs leave EXCEPTIONS out
 
 
 def locking(query: _Selecting) -> _Selecting:

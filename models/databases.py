@@ -1,6 +1,7 @@
 """The two databases the models bind to (models.bind): SQLite taking write turns, PostgreSQL pooled and checked
 without a round trip; and the settings that keep a silent PostgreSQL from holding a request (SILENCE)."""
 
+import contextlib
 import select
 import threading
 from typing import Any
@@ -16,6 +17,15 @@ from models import breaker
 # caster at import, which makes a uuid.UUID of every value; the service then writes each one out again
 # (an answer, an event, a cursor), and a UUIDField still makes its object from the text, as on SQLite.
 _UUID_AS_TEXT = psycopg2.extensions.new_type((2950,), "UUID_AS_TEXT", lambda value, cursor: value)
+
+
+def driver_errors() -> contextlib.AbstractContextManager[None]:
+    """Raise the driver's errors as Peewee's, as execute_sql does, around a call made on a cursor directly.
+
+    The service's error mapping and retries know Peewee's classes (IntegrityError, OperationalError), not
+    psycopg2's or sqlite3's.
+    """
+    return peewee.ExceptionWrapper(peewee.EXCEPTIONS)  # type: ignore[attr-defined]  # the stubs leave EXCEPTIONS out
 
 
 class SqliteDatabase(peewee.SqliteDatabase):
@@ -80,7 +90,7 @@ class PostgresqlPool(PooledPostgresqlDatabase):
         begin = self._take_begin()
         cursor = super().cursor()
         if begin is not None:
-            with peewee.ExceptionWrapper(peewee.EXCEPTIONS):  # type: ignore[attr-defined]  # the stubs leave it out
+            with driver_errors():
                 cursor.execute(begin)
         return cursor
 

@@ -32,7 +32,7 @@ COPY_FROM = 10
 
 # Values of these types are what the field's db_value returns for them, and its python_value: they are bound (and
 # read, jobs.claims) as they are.
-AS_IS: dict[type[peewee.Field], tuple[type, ...]] = {
+_AS_IS: dict[type[peewee.Field], tuple[type, ...]] = {
     peewee.AutoField: (int,),
     peewee.CharField: (str,),
     peewee.TextField: (str,),
@@ -193,14 +193,14 @@ _FORMATS: dict[type, Callable[[list], list[str] | None]] = {
 def _plan(model: type[peewee.Model], columns: tuple[str, ...]) -> Plan:
     """Return (row key, types bound as they are (None's among them), converter) per column."""
     fields = model._meta.fields
-    return tuple((name, frozenset({type(None), *_as_is(fields[name])}), fields[name].db_value) for name in columns)
+    return tuple((name, frozenset({type(None), *as_is(fields[name])}), fields[name].db_value) for name in columns)
 
 
-def _as_is(field: peewee.Field) -> tuple[type, ...]:
-    """Return the types a field's db_value returns unchanged (a foreign key: those of the field it names)."""
+def as_is(field: peewee.Field) -> tuple[type, ...]:
+    """Return the types a field's db_value and python_value return unchanged (a foreign key: those of the field it names)."""
     if isinstance(field, peewee.ForeignKeyField):
-        return _as_is(field.rel_field)
-    return AS_IS.get(type(field), ())
+        return as_is(field.rel_field)
+    return _AS_IS.get(type(field), ())
 
 
 # Bounded: one text per chunk size seen (a 1,000-row statement is some 100 KB).
