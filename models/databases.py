@@ -2,8 +2,10 @@
 without a round trip; and the settings that keep a silent PostgreSQL from holding a request (SILENCE)."""
 
 import contextlib
+import logging
 import select
 import threading
+import weakref
 from typing import Any
 
 import peewee
@@ -11,11 +13,13 @@ import psycopg2
 import psycopg2.extensions
 from playhouse.pool import PooledPostgresqlDatabase
 
-from models import breaker
+from models import breaker, named_statements
 
 # PostgreSQL's uuid type (OID 2950) read as the text the server sends. Peewee registers psycopg2's UUID
 # caster at import, which makes a uuid.UUID of every value; the service then writes each one out again
 # (an answer, an event, a cursor), and a UUIDField still makes its object from the text, as on SQLite.
+_QUERIES = logging.getLogger("peewee")  # where Peewee logs each statement it runs, at DEBUG
+
 _UUID_AS_TEXT = psycopg2.extensions.new_type((2950,), "UUID_AS_TEXT", lambda value, cursor: value)
 
 
@@ -57,6 +61,7 @@ class PostgresqlPool(PooledPostgresqlDatabase):
         super().__init__(*args, **kwargs)
         self.breaker = breaker.Breaker(self.probe)
         self.held = threading.local()  # each thread's connection kept between requests (keep_connection)
+        self.statements: weakref.WeakKeyDictionary[Any, named_statements.Statements] = weakref.WeakKeyDictionary()
 
     def probe(self) -> None:
         """Open a connection of its own (outside the pool), ask the server one thing, and close it."""
@@ -82,9 +87,30 @@ class PostgresqlPool(PooledPostgresqlDatabase):
         statement = f"BEGIN TRANSACTION ISOLATION LEVEL {self._adapter.isolation_level_str(level)}" if level else "BEGIN"
         self._state.deferred_begin = (self._state.conn, statement)
 
+    # A statement repeated on a connection is prepared on it and sent as EXECUTE (models.named_statements). The log
+    # keeps the statement's own text, as Peewee's execute_sql logs it, and Peewee's errors are raised, as it raises them.
     def execute_sql(self, sql: Any, params: Any = None) -> Any:
         begin = self._take_begin()
-        return super().execute_sql(sql if begin is None else f"{begin}; {sql}", params)
+        sent = sql if begin is None else f"{begin}; {sql}"
+        _QUERIES.debug((sent, params))
+        with driver_errors():
+            cursor = self.cursor()
+            connection, text, values = self._state.conn, sql, params or ()
+            statements = self.statements.get(connection)
+            if statements is not None:
+                text, values = statements.text(connection, sql, values, begin is not None)
+            try:
+                cursor.execute(text if begin is None else f"{begin}; {text}", values)
+            except psycopg2.Error as exc:
+                if statements is None or exc.pgcode != named_statements.LOST:
+                    raise
+                # The session lost its statements (DISCARD ALL): outside a transaction nothing was aborted, so the
+                # statement goes again as text; inside one it is aborted, and its caller's retry finds them forgotten.
+                statements.forget()
+                if begin is not None or connection.get_transaction_status() != named_statements.IDLE:
+                    raise
+                cursor.execute(sql, values)
+        return cursor
 
     def cursor(self, named_cursor: Any = None) -> Any:
         begin = self._take_begin()
@@ -114,6 +140,8 @@ class PostgresqlPool(PooledPostgresqlDatabase):
 
     def _initialize_connection(self, conn: Any) -> None:
         super()._initialize_connection(conn)
+        if conn not in self.statements:  # a check-out initializes its connection again: its statements stay
+            self.statements[conn] = named_statements.Statements()
         # Per connection, not process-wide: other clients in the process keep psycopg2's defaults.
         if isinstance(conn, psycopg2.extensions.connection):
             psycopg2.extensions.register_type(_UUID_AS_TEXT, conn)
