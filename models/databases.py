@@ -91,8 +91,8 @@ class PostgresqlPool(PooledPostgresqlDatabase):
     # keeps the statement's own text, as Peewee's execute_sql logs it, and Peewee's errors are raised, as it raises them.
     def execute_sql(self, sql: Any, params: Any = None) -> Any:
         begin = self._take_begin()
-        sent = sql if begin is None else f"{begin}; {sql}"
-        _QUERIES.debug((sent, params))
+        if _QUERIES.isEnabledFor(logging.DEBUG):
+            _QUERIES.debug((sql if begin is None else f"{begin}; {sql}", params))
         with driver_errors():
             cursor = self.cursor()
             connection, text, values = self._state.conn, sql, params or ()

@@ -32,7 +32,7 @@ _SEEN = 2_000  # texts counted at most, then counted afresh (a list's filters ma
 _INT32 = range(-(2**31), 2**31)
 _PLACEHOLDER = re.compile(r"%s|%%")
 IDLE = psycopg2.extensions.TRANSACTION_STATUS_IDLE
-_PARAMETER_TYPES = (str, bool, type(None), datetime.datetime, datetime.date)
+_PARAMETER_TYPES = frozenset((str, bool, type(None), datetime.datetime, datetime.date))
 
 # invalid_sql_statement_name: the session lost its statements (DISCARD ALL, DEALLOCATE ALL from elsewhere).
 LOST = "26000"
@@ -53,7 +53,8 @@ class Statements:
 
         `begins` tells that the statement opens a transaction (its BEGIN still to go): the connection is idle.
         """
-        if sql not in self.names and sql not in self.refused and ";" not in sql:
+        name = self.names.get(sql)
+        if name is None and sql not in self.refused and ";" not in sql:
             count = self.seen.get(sql, 0) + 1
             if count < REPEAT:
                 if len(self.seen) >= _SEEN:
@@ -64,9 +65,13 @@ class Statements:
                 self.due.append(sql)
         if self.due and (begins or connection.get_transaction_status() == IDLE):
             self._prepare(connection)
-        name = self.names.get(sql)
-        if name is None or not all(_literal(value) for value in params):
+            name = self.names.get(sql)
+        if name is None:
             return sql, params
+        for value in params:
+            kind = type(value)
+            if kind not in _PARAMETER_TYPES and (kind is not int or value not in _INT32):
+                return sql, params
         self.names.move_to_end(sql)
         return (f"EXECUTE {name}({', '.join(['%s'] * len(params))})" if params else f"EXECUTE {name}"), params
 
@@ -95,10 +100,6 @@ class Statements:
                     self.refused.add(sql)
                     continue
                 self.names[sql] = name
-
-
-def _literal(value: Any) -> bool:
-    return isinstance(value, _PARAMETER_TYPES) or (type(value) is int and value in _INT32)
 
 
 def _numbered(sql: str) -> str:
