@@ -14,7 +14,7 @@ from playhouse.db_url import connect as url_connect
 from playhouse.db_url import parse as url_parse
 
 from models import breaker
-from models.databases import SILENCE, PostgresqlPool, SqliteDatabase, driver_errors
+from models.databases import SILENCE, PostgresqlPool, SqliteDatabase
 
 db = peewee.DatabaseProxy()
 
@@ -175,11 +175,7 @@ def run_as_text(sql: str, params: list[Any]) -> Any:
     """Run a statement's text as read_as_text runs a query, and return its cursor."""
     if is_sqlite():
         return db.execute_sql(sql, params)
-    cursor = db.cursor()
-    psycopg2.extensions.register_type(_TIMES_AS_TEXT, cursor)
-    with driver_errors():
-        cursor.execute(sql, params)
-    return cursor
+    return db.obj.execute_reading(sql, params, (_TIMES_AS_TEXT,))
 
 
 def locking(query: _Selecting) -> _Selecting:

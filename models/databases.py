@@ -78,7 +78,7 @@ class PostgresqlPool(PooledPostgresqlDatabase):
     # A transaction's BEGIN goes out with its first statement, in one message ("BEGIN; SELECT ..."): Peewee sends it
     # alone, a round trip of its own on every write (a small create's seven became six), with its cost on both ends.
     # A transaction that sends nothing sends no BEGIN and no COMMIT or ROLLBACK either. A statement made on a cursor
-    # directly (a COPY, models.run_as_text) is preceded by the BEGIN alone, as before.
+    # directly (a COPY) is preceded by the BEGIN alone, as before.
     def begin(self, isolation_level: Any = None) -> None:
         if self.is_closed():  # Peewee's own path: it connects (autoconnect) or says why not
             super().begin(isolation_level)
@@ -87,14 +87,20 @@ class PostgresqlPool(PooledPostgresqlDatabase):
         statement = f"BEGIN TRANSACTION ISOLATION LEVEL {self._adapter.isolation_level_str(level)}" if level else "BEGIN"
         self._state.deferred_begin = (self._state.conn, statement)
 
+    def execute_sql(self, sql: Any, params: Any = None) -> Any:
+        return self.execute_reading(sql, params)
+
     # A statement repeated on a connection is prepared on it and sent as EXECUTE (models.named_statements). The log
     # keeps the statement's own text, as Peewee's execute_sql logs it, and Peewee's errors are raised, as it raises them.
-    def execute_sql(self, sql: Any, params: Any = None) -> Any:
+    def execute_reading(self, sql: str, params: Any = None, casters: tuple[Any, ...] = ()) -> Any:
+        """Run a statement as execute_sql does, on a cursor that reads values with these psycopg2 casters as well."""
         begin = self._take_begin()
         if _QUERIES.isEnabledFor(logging.DEBUG):
             _QUERIES.debug((sql if begin is None else f"{begin}; {sql}", params))
         with driver_errors():
             cursor = self.cursor()
+            for caster in casters:
+                psycopg2.extensions.register_type(caster, cursor)
             connection, text, values = self._state.conn, sql, params or ()
             statements = self.statements.get(connection)
             if statements is not None:

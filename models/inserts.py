@@ -19,7 +19,8 @@ from typing import Any
 
 import peewee
 
-from models import db, driver_errors, is_sqlite
+from models import db, is_sqlite
+from models.databases import driver_errors
 
 # Bound parameters per statement: under SQLite's smallest default limit (32,766), and a statement of
 # bounded size on PostgreSQL (psycopg2 binds on the client).

@@ -172,3 +172,13 @@ def test_the_log_shows_each_statement_s_own_text(pool, caplog):
             pool.execute_sql(query, (1,))
     assert SENT[-1] == "EXECUTE riskapi_0(%s)"
     assert [record.msg for record in caplog.records if record.name == "peewee"] == [(query, (1,))] * (REPEAT + 1)
+
+
+def test_a_statement_read_with_casters_is_prepared_alike_and_read_with_them(pool):
+    # models.run_as_text reads a page so (dates as the server's text), through the same statements.
+    as_text = psycopg2.extensions.new_type((1082,), "DATE_AS_TEXT", lambda value, cursor: value)
+    query = "SELECT %s::date + n FROM kept WHERE n = %s"
+    answers = [pool.execute_reading(query, ("2026-11-28", 1), (as_text,)).fetchall() for _ in range(REPEAT + 1)]
+    assert answers == [[("2026-11-29",)]] * (REPEAT + 1)
+    assert SENT[-2:] == ["PREPARE riskapi_0 AS SELECT $1::date + n FROM kept WHERE n = $2", "EXECUTE riskapi_0(%s, %s)"]
+    assert pool.execute_sql(query, ("2026-11-28", 2)).fetchall()[0][0].isoformat() == "2026-11-30"
