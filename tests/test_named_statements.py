@@ -180,5 +180,6 @@ def test_a_statement_read_with_casters_is_prepared_alike_and_read_with_them(pool
     query = "SELECT %s::date + n FROM kept WHERE n = %s"
     answers = [pool.execute_reading(query, ("2026-11-28", 1), (as_text,)).fetchall() for _ in range(REPEAT + 1)]
     assert answers == [[("2026-11-29",)]] * (REPEAT + 1)
-    assert SENT[-2:] == ["PREPARE riskapi_0 AS SELECT $1::date + n FROM kept WHERE n = $2", "EXECUTE riskapi_0(%s, %s)"]
+    prepared = "PREPARE riskapi_0 AS SELECT $1::date + n FROM kept WHERE n = $2"
+    assert SENT[-3:] == [prepared, "EXECUTE riskapi_0(%s, %s)", "EXECUTE riskapi_0(%s, %s)"]
     assert pool.execute_sql(query, ("2026-11-28", 2)).fetchall()[0][0].isoformat() == "2026-11-30"
