@@ -108,10 +108,10 @@ class PostgresqlPool(PooledPostgresqlDatabase):
             try:
                 cursor.execute(text if begin is None else f"{begin}; {text}", values)
             except psycopg2.Error as exc:
-                if statements is None or exc.pgcode != named_statements.LOST:
+                if statements is None or exc.pgcode not in named_statements.STALE or text is sql:
                     raise
-                # The session lost its statements (DISCARD ALL): outside a transaction nothing was aborted, so the
-                # statement goes again as text; inside one it is aborted, and its caller's retry finds them forgotten.
+                # A statement gone stale (named_statements.STALE): outside a transaction nothing was aborted, so it goes
+                # again as text; inside one the transaction is aborted, and its caller's retry finds them forgotten.
                 statements.forget()
                 if begin is not None or connection.get_transaction_status() != named_statements.IDLE:
                     raise

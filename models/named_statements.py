@@ -13,7 +13,9 @@ next such moment. A statement goes to EXECUTE only with values written as litera
 decides, as it decides a parameter's: text, booleans, NULL, moments, and integers an `integer` column takes
 (a wider one, a float, a list or JSON goes as text: `int_column = 3000000000` is false as text, an error as a
 parameter of the column's type). A connection keeps at most KEPT; the one run longest ago is deallocated.
-Each connection has its own (the server's are per session): a pooler in front must pool by session.
+Each connection has its own (the server's are per session): a pooler in front must pool by session. One gone
+stale (STALE) is answered by models.databases.PostgresqlPool: sent again as text outside a transaction, the
+transaction retried inside one (riskapi.services.bulk_write), and every statement of the connection forgotten.
 """
 
 import collections
@@ -34,8 +36,10 @@ _PLACEHOLDER = re.compile(r"%s|%%")
 IDLE = psycopg2.extensions.TRANSACTION_STATUS_IDLE
 _PARAMETER_TYPES = frozenset((str, bool, type(None), datetime.datetime, datetime.date))
 
-# invalid_sql_statement_name: the session lost its statements (DISCARD ALL, DEALLOCATE ALL from elsewhere).
-LOST = "26000"
+# What an EXECUTE meets when its statement went stale: invalid_sql_statement_name (the session lost its statements:
+# DISCARD ALL from elsewhere) and feature_not_supported ("cached plan must not change result type": a migration
+# added a column to a table a `SELECT t1.*` reads, while this process ran).
+STALE = frozenset(("26000", "0A000"))
 
 
 class Statements:
@@ -46,6 +50,7 @@ class Statements:
         self.seen: dict[str, int] = {}
         self.due: list[str] = []
         self.refused: set[str] = set()
+        self.stale: list[str] = []
         self.made = 0
 
     def text(self, connection: Any, sql: str, params: Sequence[Any], begins: bool) -> tuple[str, Sequence[Any]]:
@@ -63,7 +68,7 @@ class Statements:
             else:
                 self.seen.pop(sql, None)
                 self.due.append(sql)
-        if self.due and (begins or connection.get_transaction_status() == IDLE):
+        if (self.due or self.stale) and (begins or connection.get_transaction_status() == IDLE):
             self._prepare(connection)
             name = self.names.get(sql)
         if name is None:
@@ -76,12 +81,21 @@ class Statements:
         return (f"EXECUTE {name}({', '.join(['%s'] * len(params))})" if params else f"EXECUTE {name}"), params
 
     def forget(self) -> None:
-        """Forget every statement prepared (the session lost them); each is prepared again once repeated."""
+        """Forget every statement prepared (they went stale); each is deallocated when the connection is next idle,
+        and prepared again once repeated."""
+        self.stale.extend(self.names.values())
         self.names.clear()
 
     def _prepare(self, connection: Any) -> None:
         due, self.due = self.due, []
+        stale, self.stale = self.stale, []
         with connection.cursor() as cursor:
+            for name in stale:
+                try:
+                    cursor.execute(f"DEALLOCATE {name}")
+                except psycopg2.Error:  # gone with the session's others (DISCARD ALL)
+                    if connection.closed:
+                        return
             for sql in due:
                 if sql in self.names:
                     continue

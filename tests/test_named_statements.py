@@ -183,3 +183,18 @@ def test_a_statement_read_with_casters_is_prepared_alike_and_read_with_them(pool
     prepared = "PREPARE riskapi_0 AS SELECT $1::date + n FROM kept WHERE n = $2"
     assert SENT[-3:] == [prepared, "EXECUTE riskapi_0(%s, %s)", "EXECUTE riskapi_0(%s, %s)"]
     assert pool.execute_sql(query, ("2026-11-28", 2)).fetchall()[0][0].isoformat() == "2026-11-30"
+
+
+def test_a_statement_whose_table_changed_shape_goes_as_text_then_is_deallocated(pool):
+    query = "SELECT * FROM kept WHERE n = %s"
+    for _ in range(REPEAT):
+        assert pool.execute_sql(query, (1,)).fetchall() == [(1, "one")]
+    # A migration run while this process serves: the prepared `*` would now answer a row of another shape.
+    with pool.connection().cursor() as cursor:
+        cursor.execute("ALTER TABLE kept ADD COLUMN extra TEXT DEFAULT 'x'")
+    assert pool.execute_sql(query, (1,)).fetchall() == [(1, "one", "x")]
+    assert SENT[-2:] == ["EXECUTE riskapi_0(%s)", query]
+    with pool.atomic():  # the connection's next idle moment deallocates the stale statement
+        assert pool.execute_sql(query, (2,)).fetchall() == [(2, "two", "x")]
+    assert SENT[-3:] == ["DEALLOCATE riskapi_0", f"BEGIN; {query}", "COMMIT"]
+    assert held(pool) == []

@@ -11,13 +11,13 @@ from typing import Any, Protocol, TypeVar
 import peewee
 
 from models import atomic
-from models.named_statements import LOST
+from models.named_statements import STALE
 from riskapi.exceptions import ApiError, ValidationFailed
 from riskapi.services.messages import message
 
 # PostgreSQL's deadlock_detected and serialization_failure: the transaction can simply run again; so can one whose
-# session lost its prepared statements (DISCARD ALL from elsewhere: models.named_statements has forgotten them).
-_RETRYABLE = {"40P01", "40001", LOST}
+# prepared statement went stale (models.named_statements has forgotten them all).
+_RETRYABLE = {"40P01", "40001", *STALE}
 
 T = TypeVar("T")
 
