@@ -1,5 +1,6 @@
-"""The two databases the models bind to (models.bind): SQLite taking write turns, PostgreSQL pooled and checked
-without a round trip; and the settings that keep a silent PostgreSQL from holding a request (SILENCE)."""
+"""The two databases the models bind to (models.bind): SQLite taking write turns, PostgreSQL pooled, checked
+without a round trip and preparing what each connection repeats (models.named_statements); and the settings that
+keep a silent PostgreSQL from holding a request (SILENCE)."""
 
 import contextlib
 import logging
@@ -15,11 +16,11 @@ from playhouse.pool import PooledPostgresqlDatabase
 
 from models import breaker, named_statements
 
+_QUERIES = logging.getLogger("peewee")  # where Peewee logs each statement it runs, at DEBUG
+
 # PostgreSQL's uuid type (OID 2950) read as the text the server sends. Peewee registers psycopg2's UUID
 # caster at import, which makes a uuid.UUID of every value; the service then writes each one out again
 # (an answer, an event, a cursor), and a UUIDField still makes its object from the text, as on SQLite.
-_QUERIES = logging.getLogger("peewee")  # where Peewee logs each statement it runs, at DEBUG
-
 _UUID_AS_TEXT = psycopg2.extensions.new_type((2950,), "UUID_AS_TEXT", lambda value, cursor: value)
 
 
