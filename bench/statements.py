@@ -53,8 +53,12 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def shown(query: str, width: int) -> str:
-    """Return a statement's text on one line, cut to width."""
-    line = re.sub(r"\s+", " ", query).strip()
+    """Return a statement's text on one line, cut to width.
+
+    A statement a connection prepared (models.named_statements) is counted apart from its runs as text, under the
+    text of the PREPARE that first made it: shown as "[prepared]" and the statement, whichever connection's name it had.
+    """
+    line = re.sub(r"^PREPARE riskapi_\d+ AS ", "[prepared] ", re.sub(r"\s+", " ", query).strip())
     return line if len(line) <= width else line[: width - 1] + "…"
 
 

@@ -16,3 +16,9 @@ def test_statements_show_on_one_line_cut_to_the_width():
     assert line.split()[:3] == ["652", "10783.4", "16.539"]
     assert line.endswith('SELECT "t1"."id" FROM "risk" AS "t1" WH…')
     assert len(line.split("16.539  ", 1)[1]) == 40
+
+
+def test_a_prepared_statement_shows_as_prepared_whichever_name_it_had():
+    rows = [(908, 9896.3, 10.899, 'PREPARE riskapi_2 AS SELECT "t1"."id" FROM "risk" AS "t1" WHERE ("t1"."id" = $1) FOR UPDATE')]
+    _, line = statements.table(rows, 160)
+    assert line.endswith('  [prepared] SELECT "t1"."id" FROM "risk" AS "t1" WHERE ("t1"."id" = $1) FOR UPDATE')
