@@ -52,10 +52,6 @@ def held(pool) -> list[tuple[str, str]]:
         return cursor.fetchall()
 
 
-def sent_for(text: str) -> list[str]:
-    return [message for message in SENT if text in message or message.startswith("EXECUTE")]
-
-
 def test_a_statement_is_prepared_when_repeated_then_executed_with_the_same_answers(pool):
     query = "SELECT note FROM kept WHERE n = %s"
     answers = [pool.execute_sql(query, (n % 3 + 1,)).fetchall() for n in range(REPEAT + 2)]
