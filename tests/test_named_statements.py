@@ -15,15 +15,7 @@ from toolkit import postgres
 
 pytestmark = pytest.mark.skipif(not postgres.available(), reason=f"needs PostgreSQL's initdb and pg_ctl in {postgres.BIN}")
 
-SENT: list[str] = []
-
-
-class Recording(psycopg2.extensions.cursor):
-    """A cursor that records each message it sends."""
-
-    def execute(self, query, params=None):
-        SENT.append(query if isinstance(query, str) else query.decode())
-        return super().execute(query, params)
+Recording, SENT = postgres.recording_cursor()
 
 
 @pytest.fixture(scope="module")

@@ -16,19 +16,7 @@ from toolkit import postgres
 
 pytestmark = pytest.mark.skipif(not postgres.available(), reason=f"needs PostgreSQL's initdb and pg_ctl in {postgres.BIN}")
 
-SENT: list[str] = []
-
-
-class Recording(psycopg2.extensions.cursor):
-    """A cursor that records each message it sends (one execute, one message: the simple query protocol)."""
-
-    def execute(self, query, params=None):
-        SENT.append(query if isinstance(query, str) else query.decode())
-        return super().execute(query, params)
-
-    def copy_expert(self, sql, file, size=8192):
-        SENT.append(sql)
-        return super().copy_expert(sql, file, size)
+Recording, SENT = postgres.recording_cursor()
 
 
 @pytest.fixture(scope="module")
