@@ -5,7 +5,7 @@ import contextvars
 import datetime
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
 import peewee
@@ -176,6 +176,16 @@ def run_as_text(sql: str, params: list[Any]) -> Any:
     if is_sqlite():
         return db.execute_sql(sql, params)
     return db.obj.execute_reading(sql, params, (_TIMES_AS_TEXT,))
+
+
+def run_together(statements: Sequence[tuple[str, Sequence[Any]]]) -> list[tuple[Any, ...]]:
+    """Run statements one after another, in one round trip where the database takes several; return the last's rows."""
+    if is_sqlite():
+        rows: list[tuple[Any, ...]] = []
+        for sql, params in statements:
+            rows = db.execute_sql(sql, params).fetchall()
+        return rows
+    return list(db.obj.execute_together(statements).fetchall())
 
 
 def locking(query: _Selecting) -> _Selecting:

@@ -7,6 +7,7 @@ import logging
 import select
 import threading
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import peewee
@@ -95,28 +96,41 @@ class PostgresqlPool(PooledPostgresqlDatabase):
     # keeps the statement's own text, as Peewee's execute_sql logs it, and Peewee's errors are raised, as it raises them.
     def execute_reading(self, sql: str, params: Any = None, casters: tuple[Any, ...] = ()) -> Any:
         """Run a statement as execute_sql does, on a cursor that reads values with these psycopg2 casters as well."""
+        return self._send([(sql, params or ())], casters)
+
+    def execute_together(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> Any:
+        """Run statements one after another in one message (one round trip); return the cursor of the last one's rows.
+
+        Each takes its own snapshot, as if sent alone: under READ COMMITTED a read that follows a lock sees
+        what the lock's holder before committed. The first error ends the message, as it would a transaction.
+        """
+        return self._send(statements, ())
+
+    def _send(self, statements: Sequence[tuple[str, Sequence[Any]]], casters: tuple[Any, ...]) -> Any:
         begin = self._take_begin()
         if _QUERIES.isEnabledFor(logging.DEBUG):
-            _QUERIES.debug((sql if begin is None else f"{begin}; {sql}", params))
+            for number, (sql, params) in enumerate(statements):
+                _QUERIES.debug((sql if begin is None or number else f"{begin}; {sql}", params))
         with driver_errors():
             cursor = self.cursor()
             for caster in casters:
                 psycopg2.extensions.register_type(caster, cursor)
-            connection, text, values = self._state.conn, sql, params or ()
-            statements = self.statements.get(connection)
-            if statements is not None:
-                text, values = statements.text(connection, sql, values, begin is not None)
+            connection = self._state.conn
+            named = self.statements.get(connection)
+            sent = statements
+            if named is not None:
+                sent = [named.text(connection, sql, values, begin is not None) for sql, values in statements]
             try:
-                cursor.execute(text if begin is None else f"{begin}; {text}", values)
+                cursor.execute(*_joined(sent, begin))
             except psycopg2.Error as exc:
-                if statements is None or exc.pgcode not in named_statements.STALE or text is sql:
+                if named is None or exc.pgcode not in named_statements.STALE or sent == statements:
                     raise
                 # A statement gone stale (named_statements.STALE): outside a transaction nothing was aborted, so it goes
                 # again as text; inside one the transaction is aborted, and its caller's retry finds them forgotten.
-                statements.forget()
+                named.forget()
                 if begin is not None or connection.get_transaction_status() != named_statements.IDLE:
                     raise
-                cursor.execute(sql, values)
+                cursor.execute(*_joined(statements, None))
         return cursor
 
     def cursor(self, named_cursor: Any = None) -> Any:
@@ -179,6 +193,12 @@ class PostgresqlPool(PooledPostgresqlDatabase):
         except (OSError, ValueError):
             return True
         return bool(readable)
+
+
+def _joined(statements: Sequence[tuple[str, Sequence[Any]]], begin: str | None) -> tuple[str, list[Any]]:
+    """Return the one message that sends these statements (after a BEGIN), and its values in order."""
+    texts = [sql for sql, _ in statements] if begin is None else [begin, *(sql for sql, _ in statements)]
+    return "; ".join(texts), [value for _, values in statements for value in values]
 
 
 # A server that does not answer (a link gone silent, not a crash: nothing refuses, nothing resets) would hold a

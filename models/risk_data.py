@@ -6,7 +6,7 @@ from typing import Any
 
 import peewee
 
-from models import PublicModel, locking, locks_rows, tuples
+from models import PublicModel, locking, locks_rows, run_together, tuples
 from models.prepared import Prepared
 from models.tenancy import Risk
 
@@ -58,9 +58,13 @@ class RiskObject(InRisk):
         one fail on the unique number: the risk profile's row, locked first, makes them take turns.
         (SQLite's write transactions already do; a dry-run takes no turn: models.locking.)
         """
+        highest_number = _highest_number(cls)
         if locks_rows():  # elsewhere the lock would hold nothing: no statement is sent for it
-            _LOCK_PROFILE.rows(risk_id)
-        ((highest,),) = _highest_number(cls).rows(risk_id)
+            # One round trip: the highest number is read after the lock is granted, with a snapshot of its own
+            # (models.databases.PostgresqlPool.execute_together), so it counts what the lock's last holder committed.
+            ((highest,),) = run_together([_LOCK_PROFILE.bound(risk_id), highest_number.bound(risk_id)])
+        else:
+            ((highest,),) = highest_number.rows(risk_id)
         return (highest or 0) + 1
 
 

@@ -186,3 +186,19 @@ def test_a_statement_whose_table_changed_shape_goes_as_text_then_is_deallocated(
         assert pool.execute_sql(query, (2,)).fetchall() == [(2, "two", "x")]
     assert SENT[-3:] == ["DEALLOCATE riskapi_0", f"BEGIN; {query}", "COMMIT"]
     assert held(pool) == []
+
+
+def test_statements_sent_together_are_prepared_each_and_go_in_one_message(pool):
+    lock, read = "SELECT n FROM kept WHERE n = %s FOR UPDATE", "SELECT note FROM kept WHERE n = %s"
+    for n in range(REPEAT + 1):
+        with pool.atomic():
+            assert pool.execute_together([(lock, (1,)), (read, (n % 3 + 1,))]).fetchall() == [(("one", "two", "three")[n % 3],)]
+    assert SENT[-2:] == ["BEGIN; EXECUTE riskapi_0(%s); EXECUTE riskapi_1(%s)", "COMMIT"]
+    assert [text for _, text in held(pool)] == [
+        f"PREPARE riskapi_{k} AS {t.replace('%s', '$1')}" for k, t in enumerate((lock, read))
+    ]
+    # Gone stale outside a transaction, they go again together as text.
+    with pool.connection().cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+    assert pool.execute_together([(lock, (2,)), (read, (2,))]).fetchall() == [("two",)]
+    assert SENT[-2:] == ["EXECUTE riskapi_0(%s); EXECUTE riskapi_1(%s)", f"{lock}; {read}"]

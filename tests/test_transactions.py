@@ -5,6 +5,7 @@ runs in every pass): what a transaction sent, and what the server kept of it.
 """
 
 import io
+import threading
 
 import peewee
 import psycopg2.extensions
@@ -13,6 +14,7 @@ from playhouse.db_url import parse
 
 from models.databases import SILENCE, PostgresqlPool
 from toolkit import postgres
+from toolkit.serving import wait_until
 
 pytestmark = pytest.mark.skipif(not postgres.available(), reason=f"needs PostgreSQL's initdb and pg_ctl in {postgres.BIN}")
 
@@ -100,3 +102,35 @@ def test_an_isolation_level_begins_with_the_first_statement(pool, sent):
         (level,) = pool.execute_sql("SHOW transaction_isolation").fetchone()
     assert level == "repeatable read"
     assert sent == ["BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ; SHOW transaction_isolation", "COMMIT"]
+
+
+def test_statements_sent_together_go_in_one_message_and_each_reads_after_the_one_before(pool, sent):
+    """A read sent with a lock, in one message, sees what the lock's holder committed while it waited (models.run_together)."""
+    with pool.atomic():
+        pool.execute_sql("INSERT INTO kept VALUES (1)")
+    locked, release, answers = threading.Event(), threading.Event(), []
+
+    def holder() -> None:
+        with pool.connection_context(), pool.atomic():
+            pool.execute_sql("SELECT n FROM kept WHERE n = 1 FOR UPDATE")
+            pool.execute_sql("INSERT INTO kept VALUES (10)")
+            locked.set()
+            release.wait(60)
+
+    def waiter() -> None:
+        with pool.connection_context(), pool.atomic():
+            lock, highest = ("SELECT n FROM kept WHERE n = %s FOR UPDATE", (1,)), ("SELECT MAX(n) FROM kept", ())
+            answers.append(pool.execute_together([lock, highest]).fetchall())
+
+    threads = [threading.Thread(target=holder)]
+    threads[0].start()
+    assert locked.wait(60)
+    threads.append(threading.Thread(target=waiter))
+    threads[1].start()
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+    assert wait_until(lambda: pool.execute_sql(waiting).fetchone()[0] == 1, timeout=60)
+    release.set()
+    for thread in threads:
+        thread.join(60)
+    assert answers == [[(10,)]]  # not the 1 its message's first snapshot would have read
+    assert "BEGIN; SELECT n FROM kept WHERE n = %s FOR UPDATE; SELECT MAX(n) FROM kept" in sent
