@@ -5,7 +5,7 @@ bulk write of 1,000 rows that was three quarters of the request. The statement h
 (one multi-row INSERT per chunk the database takes), its text cached per table, columns and row
 count, and each value converted by its field's db_value as Peewee converts it. On PostgreSQL a
 caller may stream the rows with COPY instead (half the database's CPU of a 1,000-row INSERT, and
-no statement to build): the ids are taken from the table's sequence first.
+no statement to build): the ids, when asked for, are taken from the table's sequence first.
 """
 
 import datetime
@@ -67,8 +67,7 @@ def insert(
     if copy and len(rows) >= COPY_FROM and not is_sqlite():
         texts = _copy_texts(plan, rows)
         if texts is not None:
-            copied = _copy(model, tuple(columns), texts)
-            return copied if key else []
+            return _copy(model, tuple(columns), texts, numbered=key is not None)
     returning = (key, "id") if key else ()
     per = max(1, min(MAX_ROWS, MAX_PARAMS // len(plan)))
     found: dict[Any, int] = {}
@@ -132,17 +131,24 @@ def _copy_texts(plan: Plan, rows: Sequence[Mapping[str, Any]]) -> list[list[str]
     return out
 
 
-def _copy(model: type[peewee.Model], columns: tuple[str, ...], texts: list[list[str]]) -> list[int]:
-    """Take ids from the table's sequence, then COPY the rows with them; return the ids in the rows' order."""
+def _copy(model: type[peewee.Model], columns: tuple[str, ...], texts: list[list[str]], numbered: bool) -> list[int]:
+    """COPY the rows; numbered, take their ids from the table's sequence first and return them in the rows' order.
+
+    Rows whose ids nobody asks for take them from the id column's default, the same sequence: no round trip first.
+    """
     fields = model._meta.fields
     table = model._meta.table_name
-    names = ", ".join(f'"{fields[name].column_name}"' for name in ("id", *columns))
-    # One round trip for every id: the sequence the id column's default draws from.
-    cursor = db.execute_sql(
-        "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)", (f'"{table}"', len(texts[0]))
-    )
-    ids = [new_id for (new_id,) in cursor.fetchall()]
-    text = "".join(line + "\n" for line in map("\t".join, zip(map(str, ids), *texts, strict=True)))
+    ids: list[int] = []
+    if numbered:
+        # One round trip for every id: the sequence the id column's default draws from.
+        cursor = db.execute_sql(
+            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)", (f'"{table}"', len(texts[0]))
+        )
+        ids = [new_id for (new_id,) in cursor.fetchall()]
+        texts = [list(map(str, ids)), *texts]
+        columns = ("id", *columns)
+    names = ", ".join(f'"{fields[name].column_name}"' for name in columns)
+    text = "".join(line + "\n" for line in map("\t".join, zip(*texts, strict=True)))
     with driver_errors():  # a taken number: IntegrityError, retried
         db.cursor().copy_expert(f'COPY "{table}" ({names}) FROM STDIN', io.StringIO(text))
     return ids

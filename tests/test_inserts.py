@@ -151,6 +151,26 @@ def test_a_few_rows_take_the_insert_even_when_copy_is_asked(profile, monkeypatch
     assert [Driver.get_by_id(new_id).number for new_id in ids] == list(range(10, 20))
 
 
+def test_rows_whose_ids_nobody_asks_for_are_copied_without_drawing_them_first(profile, monkeypatch):
+    """Without a key PostgreSQL's COPY leaves the ids to the column's default: no round trip for them, ids in row order."""
+    statements: list[str] = []
+    original = models.db.obj.execute_sql
+
+    def counting(sql, params=None, *args, **kwargs):
+        statements.append(sql)
+        return original(sql, params, *args, **kwargs)
+
+    monkeypatch.setattr(models.db.obj, "execute_sql", counting)
+    assert inserts.insert(Driver, COLUMNS, [driver(profile, n) for n in range(1, 13)], copy=True) == []
+    assert [sql.split()[0] for sql in statements] == (["INSERT"] if models.is_sqlite() else [])
+    monkeypatch.undo()
+    rows = Driver.select(Driver.id, Driver.number).where(Driver.risk == profile.id).order_by(Driver.id).tuples()
+    assert [number for _, number in rows] == list(range(1, 13))
+    # The sequence the default drew from goes on after them: a numbered COPY takes the next ids.
+    ids = inserts.insert(Driver, COLUMNS, [driver(profile, 13)], key="number", copy=True)
+    assert ids[0] > max(new_id for new_id, _ in rows)
+
+
 def test_new_uuids_are_distinct_version_4_uuids_in_the_stored_form():
     """32 lowercase hex digits each, version 4 with RFC 4122's variant, none twice."""
     made = inserts.new_uuids(2000)
