@@ -180,12 +180,14 @@ def run_as_text(sql: str, params: list[Any]) -> Any:
 
 def run_together(statements: Sequence[tuple[str, Sequence[Any]]]) -> list[tuple[Any, ...]]:
     """Run statements one after another, in one round trip where the database takes several; return the last's rows."""
+    if not statements:
+        return []
     if is_sqlite():
-        rows: list[tuple[Any, ...]] = []
         for sql, params in statements:
-            rows = db.execute_sql(sql, params).fetchall()
-        return rows
-    return list(db.obj.execute_together(statements).fetchall())
+            cursor = db.execute_sql(sql, params)
+    else:
+        cursor = db.obj.execute_together(statements)
+    return list(cursor.fetchall()) if cursor.description is not None else []
 
 
 def locking(query: _Selecting) -> _Selecting:

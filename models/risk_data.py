@@ -35,6 +35,24 @@ class InRisk(PublicModel):
             query = locking(query.order_by(cls.id))
         return {str(u): i for u, i in tuples(query)}
 
+    @classmethod
+    def updating(cls, object_id: int, row: dict[str, Any]) -> tuple[str, list[Any]]:
+        """Return the UPDATE that sets these columns of one row (its text written once per set of columns), and its values."""
+        fields, names = cls._meta.fields, tuple(sorted(row))
+        return _updating(cls, names).bound(*(fields[name].db_value(row[name]) for name in names), object_id)
+
+    @classmethod
+    def deleting(cls, ids: list[int]) -> tuple[str, list[Any]]:
+        """Return the DELETE of these rows, and its values."""
+        return cls.delete().where(cls.id.in_(ids)).sql()
+
+
+# A body sets any of a kind's columns: the sets most used keep their texts.
+@functools.lru_cache(maxsize=256)
+def _updating(model: type[InRisk], names: tuple[str, ...]) -> Prepared:
+    fields = [model._meta.fields[name] for name in names]
+    return Prepared(lambda *slots: model.update(dict(zip(fields, slots, strict=False))).where(model.id == slots[-1]))
+
 
 class RiskObject(InRisk):
     """An object of a risk profile with a number unique within it."""
