@@ -23,6 +23,20 @@ def copy_any_count(monkeypatch):
     monkeypatch.setattr(inserts, "COPY_FROM", 1)
 
 
+@pytest.fixture
+def statements(monkeypatch) -> list[str]:
+    """The statements sent through the database's execute_sql from here on."""
+    sent: list[str] = []
+    original = models.db.obj.execute_sql
+
+    def counting(sql, params=None, *args, **kwargs):
+        sent.append(sql)
+        return original(sql, params, *args, **kwargs)
+
+    monkeypatch.setattr(models.db.obj, "execute_sql", counting)
+    return sent
+
+
 def driver(profile, number: int, **values) -> dict:
     """A driver row with every column but the id, nulls where not given."""
     row = dict.fromkeys(COLUMNS)
@@ -132,17 +146,9 @@ def test_values_without_a_plain_text_form_take_the_insert(profile):
     assert mine == outcome(lambda: Driver.insert_many([driver(profile, 6, first_name=nul)]).execute())
 
 
-def test_a_few_rows_take_the_insert_even_when_copy_is_asked(profile, monkeypatch):
+def test_a_few_rows_take_the_insert_even_when_copy_is_asked(profile, monkeypatch, statements):
     """Below COPY_FROM rows one INSERT runs; from it, PostgreSQL draws the ids and streams the rows (no INSERT)."""
     monkeypatch.setattr(inserts, "COPY_FROM", 10)
-    statements: list[str] = []
-    original = models.db.obj.execute_sql
-
-    def counting(sql, params=None, *args, **kwargs):
-        statements.append(sql)
-        return original(sql, params, *args, **kwargs)
-
-    monkeypatch.setattr(models.db.obj, "execute_sql", counting)
     inserts.insert(Driver, COLUMNS, [driver(profile, n) for n in range(1, 10)], key="number", copy=True)
     assert [sql.split()[0] for sql in statements] == ["INSERT"]
     statements.clear()
@@ -151,19 +157,10 @@ def test_a_few_rows_take_the_insert_even_when_copy_is_asked(profile, monkeypatch
     assert [Driver.get_by_id(new_id).number for new_id in ids] == list(range(10, 20))
 
 
-def test_rows_whose_ids_nobody_asks_for_are_copied_without_drawing_them_first(profile, monkeypatch):
+def test_rows_whose_ids_nobody_asks_for_are_copied_without_drawing_them_first(profile, statements):
     """Without a key PostgreSQL's COPY leaves the ids to the column's default: no round trip for them, ids in row order."""
-    statements: list[str] = []
-    original = models.db.obj.execute_sql
-
-    def counting(sql, params=None, *args, **kwargs):
-        statements.append(sql)
-        return original(sql, params, *args, **kwargs)
-
-    monkeypatch.setattr(models.db.obj, "execute_sql", counting)
     assert inserts.insert(Driver, COLUMNS, [driver(profile, n) for n in range(1, 13)], copy=True) == []
     assert [sql.split()[0] for sql in statements] == (["INSERT"] if models.is_sqlite() else [])
-    monkeypatch.undo()
     rows = Driver.select(Driver.id, Driver.number).where(Driver.risk == profile.id).order_by(Driver.id).tuples()
     assert [number for _, number in rows] == list(range(1, 13))
     # The sequence the default drew from goes on after them: a numbered COPY takes the next ids.
