@@ -6,6 +6,7 @@ import pytest
 from models.risk_data import Address, Building, Driver, Premise, Vehicle
 from riskapi.exceptions import ApiError, ValidationFailed
 from riskapi.services import risk_data_rules as bulk
+from riskapi.services import risk_data_writes
 from riskapi.services.messages import message
 
 
@@ -184,7 +185,7 @@ def test_deletes_run_children_first_and_answer_in_request_order(profile):
     plan, errors = plan_delete(profile, [("premise", premise.uuid), ("building", building.uuid)])
     assert errors == {}
     assert [model for _, model, _, _ in plan] == [Building, Premise]
-    answer = bulk.apply_delete(profile, plan)
+    answer = risk_data_writes.apply_delete(profile, plan)
     expected = [("premise", str(premise.uuid)), ("building", str(building.uuid))]
     assert [(item["object"], item["uuid"]) for item in answer] == expected
     assert not Premise.select().where(Premise.id == premise.id).exists()

@@ -1,10 +1,8 @@
-"""Bulk writes of risk data: the rules that need the database, then what is written."""
+"""Bulk writes of risk data: the rules that need the database, and a create's rows inserted."""
 
-import datetime
 import functools
-import uuid
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import peewee
 
@@ -13,10 +11,8 @@ import spec
 from models import inserts, utcnow
 from models.risk_data import KINDS, Address, Building, Driver, InRisk, Premise, RiskObject
 from models.tenancy import Risk
-from riskapi.exceptions import ValidationFailed
-from riskapi.services import bulk_write, render
+from riskapi.services import bulk_write
 from riskapi.services.bulk_write import Errors, fail_if, transaction  # noqa: F401 (tests name them bulk.*)
-from riskapi.services.json_values import identifier
 from riskapi.services.messages import message
 from riskapi.services.schema_validation import compiled, parse_date
 
@@ -207,66 +203,6 @@ def _check_nested_addresses(found: list[tuple[int, dict, dict]], ids: dict[int, 
                     errors.add(path, text)
 
 
-def apply_update(profile: Risk, plan: list[tuple[int, type[InRisk], int, dict, dict]]) -> list[dict]:
-    """Write a checked update; return the bulk response items."""
-    now, out = utcnow(), list[dict]()
-    # The items' UPDATEs go together (one round trip on PostgreSQL), in the items' order: an item that writes
-    # another row as well (an address's driver, a driver's nested address) sends what came before it first.
-    pending: list[tuple[str, list[Any]]] = []
-    for i, model, object_id, values, refs in plan:
-        row = columns(model, values)
-        for name in model.REFERENCES:
-            if name in values:
-                row[name] = refs.get((i, name))
-        row["updated"] = now
-        pending.append(model.updating(object_id, row))
-        nested: Any = values.get("address", False) if model is Driver else False  # False: not given
-        if model is Address or nested is not False:
-            models.run_together(pending)
-            pending = []
-        if model is Address:
-            Driver.update(updated=now).where(Driver.id == Address.select(Address.driver).where(Address.id == object_id)).execute()
-        if nested is not False:
-            _write_nested_address(profile, object_id, nested, now)
-    models.run_together(pending)
-    # Read back in one query a kind, not one an item; a row gone since it was checked and locked fails its item.
-    written: dict[type[InRisk], set[int]] = {}
-    for _, model, object_id, _, _ in plan:
-        written.setdefault(model, set()).add(object_id)
-    rows = {(model, row["id"]): row for model, ids in written.items() for row in render.fetch_in(model, model.id, list(ids))}
-    for i, model, object_id, values, _ in plan:
-        current = rows.get((model, object_id))
-        if current is None:
-            _vanished(i)
-        item: dict[str, Any] = {
-            "object": model.OBJECT,
-            "uuid": identifier(current["uuid"]),
-            "data": render.data(model, current),
-            "profile_type": profile.type,
-        }
-        if model is Driver and "address" in values:
-            address = Address.select().where(Address.driver == object_id).dicts().first()
-            item["data"]["address"] = render.envelope(Address, address) if address else None
-        out.append(item)
-    return out
-
-
-def _vanished(index: int) -> NoReturn:
-    """Fail an item whose row a concurrent request deleted after it was checked (the write rolls back)."""
-    path = f"data.{index}.uuid"
-    raise ValidationFailed({path: [message("not_found", path)]})
-
-
-def _write_nested_address(profile: Risk, driver_id: int, nested: dict | None, now: datetime.datetime) -> None:
-    if nested is None:
-        Address.delete().where(Address.driver == driver_id).execute()
-        return
-    values = columns(Address, nested["data"])
-    updated = Address.update(**values, updated=now).where(Address.driver == driver_id).execute()
-    if not updated:
-        Address.insert(risk=profile.id, driver=driver_id, uuid=uuid.uuid4(), created=now, updated=now, **values).execute()
-
-
 def plan_delete(profile: Risk, body: Any, errors: Errors) -> list[tuple[int, type[InRisk], int, str]]:
     """Check a delete request; return [(index, model, id, uuid)] in a safe order."""
     listed = bulk_write.items(body)
@@ -286,16 +222,3 @@ def plan_delete(profile: Risk, body: Any, errors: Errors) -> list[tuple[int, typ
                 path = f"data.{premises[premise_id]}.uuid"
                 errors.add(path, message("has_buildings", path))
     return plan
-
-
-def apply_delete(profile: Risk, plan: list[tuple[int, type[InRisk], int, str]]) -> list[dict]:
-    """Delete checked objects; return the bulk response items in request order."""
-    # One DELETE a kind, children first (the plan's order), all in one round trip on PostgreSQL.
-    by_kind: dict[type[InRisk], list[int]] = {}
-    for _, model, object_id, _ in plan:
-        by_kind.setdefault(model, []).append(object_id)
-    models.run_together([model.deleting(ids) for model, ids in by_kind.items()])
-    return [
-        {"object": model.OBJECT, "uuid": str(value).lower(), "profile_type": profile.type}
-        for _, model, _, value in sorted(plan, key=lambda step: step[0])
-    ]
