@@ -4,10 +4,11 @@ Starts a throw-away PostgreSQL (toolkit.postgres: initdb, a free port, fsync on 
 `pg_stat_statements` extension loaded, runs the soak (`python -m bench.soak`, this checkout's load against
 `--root`'s code; what follows `--` is passed on) against a database of it, then prints the soak's summary,
 the statement time in all, the WAL written (in all, and per delivery made), the statements that took most
-of it (calls, total and mean ms, the normalised text), and the relay's polls of waiting deliveries. A
-statement's time is the server's wall time for it: a `SELECT ... FOR UPDATE` that waits for a lock counts
-its wait, and a `COPY` counts the time the client takes to stream its rows. The shared PostgreSQL is never
-touched: the extension needs the server started with it.
+of it (calls, total and mean ms, the normalised text: `$1` for a value, and a statement psycopg 3 prepared
+counted with its runs before under that text), and the relay's polls of waiting deliveries. A statement's
+time is the server's wall time for it: a `SELECT ... FOR UPDATE` that waits for a lock counts its wait, and
+a `COPY` counts the time the client takes to stream its rows. The shared PostgreSQL is never touched: the
+extension needs the server started with it.
 
     python -m bench.statements --seconds 30
     python -m bench.statements --seconds 30 --root /path/to/old-checkout
@@ -19,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psycopg2
+import psycopg
 
 from toolkit import ROOT, postgres
 
@@ -55,8 +56,10 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
 def shown(query: str, width: int) -> str:
     """Return a statement's text on one line, cut to width.
 
-    A statement a connection prepared (models.named_statements) is counted apart from its runs as text, under the
-    text of the PREPARE that first made it: shown as "[prepared]" and the statement, whichever connection's name it had.
+    A prepared statement is psycopg 3's: a connection prepares a statement it has run prepare_threshold (5) times,
+    in the protocol, and pg_stat_statements counts it with its earlier runs under its `$1` text, shown as it is.
+    A checkout from before psycopg 3 (`--root`) prepared with SQL, `PREPARE riskapi_<n> AS ...`, counted apart
+    under the text of the PREPARE that first made it: shown as "[prepared]" and the statement, whichever name it had.
     """
     line = re.sub(r"^PREPARE riskapi_\d+ AS ", "[prepared] ", re.sub(r"\s+", " ", query).strip())
     return line if len(line) <= width else line[: width - 1] + "…"
@@ -71,10 +74,9 @@ def table(rows: list[tuple[int, float, float, str]], width: int) -> list[str]:
 
 def written(wal: float, url: str) -> str:
     """Say how much WAL the soak wrote, in all and per delivery it made (what each row and index entry cost to write)."""
-    with psycopg2.connect(url) as connection, connection.cursor() as cursor:
+    with psycopg.connect(url) as connection, connection.cursor() as cursor:  # the block's end closes the connection
         cursor.execute("SELECT count(*) FROM delivery")
         (deliveries,) = cursor.fetchone()
-    connection.close()
     each = f", {wal / deliveries / 1000:.2f} kB per delivery made ({deliveries})" if deliveries else ""
     return f"WAL written: {wal / 1e6:.1f} MB{each}"
 
@@ -86,8 +88,7 @@ def measure(args: argparse.Namespace) -> int:
         conf.write("\nshared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = all\n")
     server.start()
     try:
-        admin = psycopg2.connect(server.url)
-        admin.autocommit = True
+        admin = psycopg.connect(server.url, autocommit=True)
         with admin.cursor() as cursor:
             cursor.execute("CREATE EXTENSION pg_stat_statements")
             cursor.execute(f"CREATE DATABASE {DATABASE}")

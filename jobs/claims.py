@@ -52,7 +52,8 @@ def take(delivery_id: int, generation: int, engine: Lines | None = None) -> str:
     """RQ entry point: claim one delivery and put it in its webhook's line."""
     if engine is None:
         raise NoEngine("delivery jobs run in `riskapi worker`, which hands them its engine")
-    claimed = reconnecting(claim, delivery_id, generation, engine.settings, False)
+    with models.connection():  # a job takes its connection and gives it back
+        claimed = reconnecting(claim, delivery_id, generation, engine.settings, False)
     if isinstance(claimed, str):
         return claimed
     delivery, webhook, _ = claimed
@@ -73,9 +74,9 @@ def take_batch(deliveries: list, engine: Lines | None = None) -> str:
     """
     if engine is None:
         raise NoEngine("delivery jobs run in `riskapi worker`, which hands them its engine")
-    models.db.connect(reuse_if_open=True)
     wanted = dict(tuple(pair) for pair in deliveries)
-    claimed, rest = reconnecting(claim_batch, wanted, engine.settings)
+    with models.connection():  # a job takes its connection and gives it back
+        claimed, rest = reconnecting(claim_batch, wanted, engine.settings)
     outcomes = [take(delivery_id, wanted[delivery_id], engine) for delivery_id in rest]
     engine.line_up([(delivery, delivery.webhook, delivery.generation, 0.0) for delivery in claimed])
     outcomes += ["in flight"] * len(claimed)
@@ -203,7 +204,7 @@ def tend(waiting: dict, unrecorded: list, renewing: bool, soon: float, settings:
     """Re-read the webhooks of {webhook id: waiting items}, settle the deliveries of disabled ones, renew the
     claims that lapse before `soon` (monotonic; all of `unrecorded`); return the webhooks read and the items
     no longer this process's to attempt."""
-    models.db.connect(reuse_if_open=True)
+    models.check_out()
     hooks = {hook.id: hook for hook in Webhook.select().where(Webhook.id.in_(list(waiting)))} if waiting else {}
     gone = [item for webhook_id, items in waiting.items() if webhook_id not in hooks for item in items]
     disabled = [item for webhook_id, items in waiting.items() if hooks.get(webhook_id) and hooks[webhook_id].disabled

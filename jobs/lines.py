@@ -249,10 +249,10 @@ class Engine:
         if not waiting and not unrecorded:
             return True
         try:
-            hooks, dropped = claims.tend(waiting, unrecorded, renewing, soon, self.settings)
+            with models.connection():
+                hooks, dropped = claims.tend(waiting, unrecorded, renewing, soon, self.settings)
             self.database_outage.back()
         except DATABASE_ERRORS as exc:
-            models.discard_connection()
             self.database_outage.lost(exc)
             return False
         with self._cond:

@@ -41,10 +41,10 @@ def reconnecting(step: Callable[..., T], *args: Any) -> T:
     for last in (False, True):
         try:
             # The worker keeps its connection between jobs (opening SQLite costs more than a job's queries).
-            models.db.connect(reuse_if_open=True)
+            models.check_out()
             return step(*args)
-        except DATABASE_ERRORS:
-            models.discard_connection()  # never back into the pool: it may be broken
+        except DATABASE_ERRORS as exc:
+            models.give_back(exc)  # never back into the pool: it may be broken
             if last:
                 raise
     raise AssertionError("unreachable: the last try returns or raises")

@@ -101,21 +101,23 @@ class Recorder:
             batch = self._next_batch()
             if batch is None and not self._kept and self.engine.finished():
                 break  # (never while outcomes are kept: the engine holds them)
-            if self._away:
-                self._keep(batch or [])
-                self._reconnect()
-                continue
-            if batch and len(batch) > 1:
-                self._settle_all(batch)
-            elif batch:
-                self._settle_each(batch)
-            now = time.monotonic()
-            if now >= next_read and not self._away:
-                next_read, renewing = now + 1.0, now >= next_renew
-                if renewing:
-                    next_renew = now + self.renew_every
-                self._tend(renewing)
-        models.discard_connection()
+            try:  # a batch's steps take this thread's connection (models.check_out); it is given back after them
+                if self._away:
+                    self._keep(batch or [])
+                    self._reconnect()
+                    continue
+                if batch and len(batch) > 1:
+                    self._settle_all(batch)
+                elif batch:
+                    self._settle_each(batch)
+                now = time.monotonic()
+                if now >= next_read and not self._away:
+                    next_read, renewing = now + 1.0, now >= next_renew
+                    if renewing:
+                        next_renew = now + self.renew_every
+                    self._tend(renewing)
+            finally:
+                models.give_back()
 
     def _next_batch(self) -> list[Outcome] | None:
         """Wait up to 0.2 s for an outcome; return it with those waiting behind it (up to BATCH), or None.
@@ -163,7 +165,7 @@ class Recorder:
         try:
             written = reconnecting(self._write, batch)  # a cut connection is replaced once, as for one outcome
         except DATABASE_AWAY as exc:
-            models.discard_connection()
+            models.give_back(exc)
             self._go_away(exc, batch)
             return
         except Exception:  # noqa: BLE001 - nothing was committed: each outcome gets its own try (and reconnection) below
@@ -179,7 +181,7 @@ class Recorder:
             (item.delivery, item.generation, webhook, started, result, name)
             for (item, webhook, started, result), name in zip(batch, names, strict=True)
         ]
-        models.db.connect(reuse_if_open=True)
+        models.check_out()
         with models.atomic():
             written = write_all(attempts, self.settings)
         return list(zip(names, written, strict=True))
@@ -221,7 +223,7 @@ class Recorder:
         if time.monotonic() < self._next_try:
             return
         try:
-            models.db.connect(reuse_if_open=True)
+            models.check_out()
             models.db.execute_sql("SELECT 1")  # it answers, even when there is nothing to renew or write
             # Claims first, every one however far off its end: the relay's rescue waits a grace for this.
             if not self.engine.tend(self._pending(math.inf), True, math.inf):
@@ -229,7 +231,7 @@ class Recorder:
             while self._kept:
                 self._write_kept(self._kept[:BATCH])
         except DATABASE_AWAY as exc:
-            models.discard_connection()
+            models.give_back(exc)
             self.engine.database_outage.lost(exc)
             self._next_try = time.monotonic() + self._retry.next()
             return

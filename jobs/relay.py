@@ -72,7 +72,8 @@ class Relay:
 
     def relay_pending(self, limit: int = BATCH) -> int:
         """Enqueue the jobs of waiting deliveries; return how many were handed over."""
-        waiting = (Delivery.relayed.is_null()) & (Delivery.status == PENDING)
+        # The status written into the text, as the partial index's predicate is (models.webhooks, delivery_waiting).
+        waiting = (Delivery.relayed.is_null()) & (Delivery.status == peewee.SQL(f"'{PENDING}'"))
         if not Delivery.select(Delivery.id).where(waiting).exists():
             return 0
         now = utcnow()
@@ -182,7 +183,7 @@ class Relay:
         backoff = Backoff()
         while not stop.is_set():
             try:
-                models.db.connect(reuse_if_open=True)
+                models.check_out()
                 moved = self.relay_pending()
                 self.database_outage.back()
                 if moved:
@@ -193,11 +194,12 @@ class Relay:
                     self.rescue()
                     retention.offer(self.connection, self.queue, self.settings.retention_days)
                 backoff.reset()
+                models.give_back()  # not held while it waits for a wake
                 if moved >= BATCH or self._woken(interval):
                     continue
                 delay = 0.0
             except DATABASE_ERRORS as exc:
-                models.discard_connection()
+                models.give_back(exc)
                 self.database_outage.lost(exc)
                 delay = backoff.next()
             except (redis.RedisError, OSError) as exc:
@@ -207,9 +209,10 @@ class Relay:
                 # A thread that dies relays nothing ever again: report and carry on.
                 log.exception("relay: unexpected error; retrying")
                 delay = backoff.next()
+            finally:
+                models.give_back()  # a pass takes its connection (models.check_out) and gives it back
             if delay:
                 stop.wait(delay)
-        models.discard_connection()
 
     def _woken(self, interval: float) -> bool:
         """Wait up to one interval for the API to say a write was answered (riskapi.webhooks.wakeups); False if none came."""

@@ -5,22 +5,21 @@ import contextvars
 import datetime
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import peewee
-import psycopg2.extensions
 from playhouse.db_url import connect as url_connect
 from playhouse.db_url import parse as url_parse
 
-from models import breaker
-from models.databases import SILENCE, PostgresqlPool, SqliteDatabase
+from models.databases import SILENCE, PostgresqlPool, SqliteDatabase, driver_errors, times_as_text
 
 db = peewee.DatabaseProxy()
 
-# PostgreSQL's date (OID 1082) and timestamp (1114) read as text, for a read that only writes them out again
-# (models.read_as_text); psycopg2 keeps the server's DateStyle ISO, the form SQLite's text has too.
-_TIMES_AS_TEXT = psycopg2.extensions.new_type((1082, 1114), "TIMES_AS_TEXT", lambda value, cursor: value)
+# The errors that mean the database, not the request, failed (riskapi.api.error_handlers answers them with a 503).
+DATABASE_DOWN = (peewee.OperationalError, peewee.InterfaceError)
+# A connection that raised any of the driver's errors is closed, not given back: it may be broken.
+DATABASE_ERRORS = (peewee.DatabaseError, peewee.InterfaceError)
 
 
 def utcnow() -> datetime.datetime:
@@ -54,101 +53,64 @@ def bind(database_url: str) -> peewee.Database:
     return database
 
 
-def ensure_connection() -> None:
-    """Open this thread's connection, replacing a pooled PostgreSQL one the server has dropped.
+# The connection's life, in one place: a request (riskapi.api.app), a relay pass, a recorder batch and every other
+# unit of work take this thread's connection with check_out() and give it back with give_back(), or both at once
+# with `with connection():`. A check-out inside another keeps the outer one's connection.
 
-    A pooled connection can be cut while idle (a restart, `pg_terminate_backend`, a failover) and
-    only says so when used. One round trip up front lets a request find a live connection instead
-    of failing on its first query. Raises peewee.OperationalError when the database does not answer,
-    at once while PostgreSQL is known away (models.breaker).
+
+def check_out() -> bool:
+    """Take this thread's connection (Peewee's pool checks it first); return whether it was taken now, not before.
+
+    Raises peewee.OperationalError when the database does not answer: at once while PostgreSQL is known away
+    (models.breaker), and a check-out that waited out a silent server opens the breaker.
     """
-    if is_sqlite():
-        db.connect(reuse_if_open=True)
-        return
-    if isinstance(db.obj, PostgresqlPool):
-        db.obj.breaker.check()
-    began = time.monotonic()
-    try:
-        _check_out_live()
-    except (peewee.OperationalError, peewee.InterfaceError):
-        connection_failed(time.monotonic() - began)
-        raise
-
-
-def _check_out_live() -> None:
-    if db.is_closed():
-        # A check-out: the pool checks the connection first (PostgresqlPool._is_closed) and replaces a
-        # dropped one, so a ping here would only cost a round trip.
-        db.connect()
-        return
-    pool = db.obj
-    if isinstance(pool, PostgresqlPool) and getattr(pool.held, "connection", None) is db.connection():
-        # Kept from this thread's last request (keep_connection): checked as a check-out would check it.
-        if not pool.sound(pool.held.connection):
-            discard_connection()
-            db.connect()
-        return
-    began = time.monotonic()
-    try:
-        db.execute_sql("SELECT 1")
-    except (peewee.OperationalError, peewee.InterfaceError):
-        discard_connection()
-        if time.monotonic() - began >= breaker.SLOW:
-            raise  # the server went silent, not away and back: a new connection would wait as long again
-        db.connect()
-
-
-# A handler thread keeps its pooled connection from one request to the next (riskapi.api.app): a check-out and a
-# return cost a request more CPU than its page's queries (the pool's lock, heap and condition, Peewee's state). It
-# gives the connection back now and then, so that the pool's stale_timeout still renews it.
-HELD_FOR = 60.0
-
-
-def keep_connection() -> None:
-    """Keep this thread's open connection for its next request; give it back to the pool once held HELD_FOR seconds."""
+    if not db.is_closed():
+        return False
     pool = db.obj
     if not isinstance(pool, PostgresqlPool):
-        db.close()
+        db.connect()
+        return True
+    pool.breaker.check()
+    began = time.monotonic()
+    try:
+        db.connect()
+    except DATABASE_DOWN:
+        pool.breaker.failed(time.monotonic() - began)
+        raise
+    return True
+
+
+def give_back(failed: BaseException | None = None, began: float | None = None) -> None:
+    """Give this thread's connection back to the pool; after a database error, close it instead (it may be broken).
+
+    `began` (time.monotonic()) tells the breaker how long the failed work waited: a silent server opens it.
+    SQLite's connection stays with its thread, unless it failed: opening one costs more than a small request.
+    """
+    if db.is_closed():
         return
-    held, connection, now = pool.held, db.connection(), time.monotonic()
-    if getattr(held, "connection", None) is not connection:
-        held.connection, held.since = connection, now
-    elif now - held.since > HELD_FOR:
-        held.connection = None
+    pool = db.obj
+    if isinstance(failed, DATABASE_ERRORS):
+        with contextlib.suppress(peewee.PeeweeException):
+            pool.manual_close() if isinstance(pool, PostgresqlPool) else db.close()
+        if began is not None and isinstance(pool, PostgresqlPool):
+            pool.breaker.failed(time.monotonic() - began)
+    elif not is_sqlite():
         db.close()
-
-
-def connection_failed(took: float) -> None:
-    """Tell the database's breaker (models.breaker) that a connection failed after `took` seconds."""
-    if isinstance(db.obj, PostgresqlPool):
-        db.obj.breaker.failed(took)
 
 
 @contextlib.contextmanager
-def live_connection() -> Iterator[None]:
-    """Hold a live connection for a block; a broken one is discarded afterwards, not pooled."""
-    ensure_connection()
+def connection() -> Iterator[None]:
+    """Hold this thread's connection for a block (check_out, give_back)."""
+    began = time.monotonic()
+    taken = check_out()
     try:
         yield
-    except (peewee.OperationalError, peewee.InterfaceError):
-        discard_connection()
+    except BaseException as exc:
+        if taken or isinstance(exc, DATABASE_ERRORS):
+            give_back(exc, began)
         raise
-    finally:
-        if not db.is_closed():
-            db.close()
-
-
-def discard_connection() -> None:
-    """Close this thread's connection without returning it to the pool (it may be broken)."""
-    if db.is_closed():
-        return
-    try:
-        if hasattr(db.obj, "manual_close"):
-            db.obj.manual_close()
-        else:
-            db.close()
-    except peewee.PeeweeException:
-        pass
+    if taken:
+        give_back()
 
 
 def is_sqlite() -> bool:
@@ -164,10 +126,8 @@ def read_as_text(query: peewee.Query) -> Any:
 
     For a read whose values are only written out again (riskapi.services.render.fetch): no datetime is made
     to be turned back into text. SQLite's driver gives that text already; on PostgreSQL the cursor reads
-    them so, and everything else as every cursor does.
+    them so (models.databases.times_as_text), and everything else as every cursor does.
     """
-    if is_sqlite():
-        return db.execute(query)
     return run_as_text(*db.get_sql_context().sql(query).query())
 
 
@@ -175,19 +135,23 @@ def run_as_text(sql: str, params: list[Any]) -> Any:
     """Run a statement's text as read_as_text runs a query, and return its cursor."""
     if is_sqlite():
         return db.execute_sql(sql, params)
-    return db.obj.execute_reading(sql, params, (_TIMES_AS_TEXT,))
+    check_out()  # as execute_sql would (autoconnect)
+    with driver_errors():
+        return times_as_text(db.connection().cursor()).execute(sql, params)
 
 
-def run_together(statements: Sequence[tuple[str, Sequence[Any]]]) -> list[tuple[Any, ...]]:
-    """Run statements one after another, in one round trip where the database takes several; return the last's rows."""
-    if not statements:
-        return []
+@contextlib.contextmanager
+def together() -> Iterator[None]:
+    """Send the block's statements without waiting for each one's answer, where the driver can (psycopg 3's pipeline).
+
+    Each statement still runs alone, with its own snapshot: under READ COMMITTED a read that follows a lock sees
+    what the lock's holder committed. Reading a cursor's rows inside the block waits for what was sent before it.
+    """
     if is_sqlite():
-        for sql, params in statements:
-            cursor = db.execute_sql(sql, params)
-    else:
-        cursor = db.obj.execute_together(statements)
-    return list(cursor.fetchall()) if cursor.description is not None else []
+        yield
+        return
+    with driver_errors(), db.connection().pipeline():
+        yield
 
 
 def locking(query: _Selecting) -> _Selecting:
@@ -232,9 +196,8 @@ def snapshot() -> Iterator[None]:
     For a read of several statements whose rows must agree (a delivery and its attempts), which a write
     committed between them would otherwise split. Opens a transaction: not inside another one.
     """
-    with db.atomic():  # SQLite (WAL): a read transaction keeps the snapshot of its first read
-        if not is_sqlite():
-            db.execute_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    # SQLite (WAL): a read transaction keeps the snapshot of its first read.
+    with db.atomic() if is_sqlite() else db.atomic(isolation_level="REPEATABLE READ"):
         yield
 
 

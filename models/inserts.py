@@ -1,18 +1,15 @@
-"""Many rows inserted at once: multi-row INSERTs written once per shape, or PostgreSQL's COPY.
+"""Many rows inserted at once: multi-row INSERTs written once per shape, or PostgreSQL's COPY (psycopg 3's copy()).
 
-Peewee's insert_many makes a node of every value and walks them all to write the statement: for a
-bulk write of 1,000 rows that was three quarters of the request. The statement here is the same
-(one multi-row INSERT per chunk the database takes), its text cached per table, columns and row
-count, and each value converted by its field's db_value as Peewee converts it. On PostgreSQL a
-caller may stream the rows with COPY instead (half the database's CPU of a 1,000-row INSERT, and
-no statement to build): the ids, when asked for, are taken from the table's sequence first.
+Kept because Peewee's insert_many makes a node of every value and walks them all to write the statement: for a bulk
+write of 1,000 rows that was three quarters of the request. The statement here is the same (one multi-row INSERT per
+chunk the database takes), its text cached per table, columns and row count, and each value converted by its
+field's db_value as Peewee converts it. On PostgreSQL a caller may stream the rows with COPY instead (half the
+database's CPU of a 1,000-row INSERT, and no statement to build): the ids, when asked for, come from the sequence first.
 """
 
 import datetime
 import functools
-import io
 import itertools
-import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -22,8 +19,7 @@ import peewee
 from models import db, is_sqlite
 from models.databases import driver_errors
 
-# Bound parameters per statement: under SQLite's smallest default limit (32,766), and a statement of
-# bounded size on PostgreSQL (psycopg2 binds on the client).
+# Bound parameters per statement: under SQLite's smallest default limit (32,766), and PostgreSQL's (65,535).
 MAX_PARAMS = 30_000
 MAX_ROWS = 1_000
 # Fewer rows take the INSERT even when COPY is asked for: COPY's extra round trip (for the ids) costs more than it
@@ -65,9 +61,7 @@ def insert(
         return []
     plan = _plan(model, tuple(columns))
     if copy and len(rows) >= COPY_FROM and not is_sqlite():
-        texts = _copy_texts(plan, rows)
-        if texts is not None:
-            return _copy(model, tuple(columns), texts, numbered=key is not None)
+        return _copy(model, plan, rows, numbered=key is not None)
     returning = (key, "id") if key else ()
     per = max(1, min(MAX_ROWS, MAX_PARAMS // len(plan)))
     found: dict[Any, int] = {}
@@ -113,87 +107,28 @@ def _values(plan: Plan, rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
     return out
 
 
-def _copy_texts(plan: Plan, rows: Sequence[Mapping[str, Any]]) -> list[list[str]] | None:
-    """Return each column's COPY texts, or None when a column mixes types or a value has no plain text form."""
-    out = []
-    for values in _values(plan, rows):
-        present = [value for value in values if value is not None]
-        kinds = set(map(type, present))
-        if len(kinds) > 1:
-            return None
-        texts: list[str] | None = _FORMATS.get(kinds.pop(), _no_text)(present) if kinds else []
-        if texts is None:
-            return None
-        if len(texts) < len(values):
-            shown = iter(texts)
-            texts = ["\\N" if value is None else next(shown) for value in values]
-        out.append(texts)
-    return out
-
-
-def _copy(model: type[peewee.Model], columns: tuple[str, ...], texts: list[list[str]], numbered: bool) -> list[int]:
+def _copy(model: type[peewee.Model], plan: Plan, rows: Sequence[Mapping[str, Any]], numbered: bool) -> list[int]:
     """COPY the rows; numbered, take their ids from the table's sequence first and return them in the rows' order.
 
     Rows whose ids nobody asks for take them from the id column's default, the same sequence: no round trip first.
     """
     fields = model._meta.fields
     table = model._meta.table_name
+    columns = [fields[name].column_name for name, _, _ in plan]
+    values = _values(plan, rows)
     ids: list[int] = []
     if numbered:
         # One round trip for every id: the sequence the id column's default draws from.
         cursor = db.execute_sql(
-            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)", (f'"{table}"', len(texts[0]))
+            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)", (f'"{table}"', len(rows))
         )
         ids = [new_id for (new_id,) in cursor.fetchall()]
-        texts = [list(map(str, ids)), *texts]
-        columns = ("id", *columns)
-    names = ", ".join(f'"{fields[name].column_name}"' for name in columns)
-    text = "".join(line + "\n" for line in map("\t".join, zip(*texts, strict=True)))
-    with driver_errors():  # a taken number: IntegrityError, retried
-        db.cursor().copy_expert(f'COPY "{table}" ({names}) FROM STDIN', io.StringIO(text))
+        values, columns = [ids, *values], ["id", *columns]
+    names = ", ".join(f'"{name}"' for name in columns)
+    with driver_errors(), db.cursor().copy(f'COPY "{table}" ({names}) FROM STDIN') as copy:  # a taken number: retried
+        for row in zip(*values, strict=True):
+            copy.write_row(row)
     return ids
-
-
-def _no_text(values: list) -> None:
-    return None
-
-
-# COPY's text escapes: the rest of a text is taken as it is.
-_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-
-
-def _strings(values: list[str]) -> list[str] | None:
-    everything = "".join(values)
-    # A NUL byte: the INSERT path gives the driver's own error for it.
-    if "\x00" in everything:
-        return None
-    if any(special in everything for special in "\\\t\n\r"):
-        return [value.translate(_ESCAPES) for value in values]
-    return values
-
-
-def _floats(values: list[float]) -> list[str] | None:
-    return list(map(repr, values)) if all(map(math.isfinite, values)) else None
-
-
-def _moments(values: list[datetime.datetime]) -> list[str] | None:
-    # The rows of a write share their times: each distinct one is written once.
-    shown = {value: value.isoformat() for value in set(values)}
-    # An aware time would be read in the session's zone: the INSERT path keeps the driver's meaning.
-    if any(value.tzinfo is not None for value in shown):
-        return None
-    return [shown[value] for value in values]
-
-
-# Each type's COPY texts, a column at a time (None: no plain text form).
-_FORMATS: dict[type, Callable[[list], list[str] | None]] = {
-    str: _strings,
-    int: lambda values: list(map(str, values)),
-    bool: lambda values: ["t" if value else "f" for value in values],
-    float: _floats,
-    datetime.date: lambda values: list(map(datetime.date.isoformat, values)),
-    datetime.datetime: _moments,
-}
 
 
 @functools.cache

@@ -1,11 +1,11 @@
-"""Queries written once per shape: a hot path's SELECT built by Peewee once, then run with each call's values.
+"""Queries written once per shape: a hot path's query built by Peewee once, then run with each call's values.
 
-Peewee walks a query's every node to write its text, on every call: for the outbox's subscriber lookup, made
-by every write of risk data, that was 335 µs against the 42 µs SQLite took to run it (a busy machine, on
-2026-11-27), and most of what a webhook's fan-out cost. A `Prepared` builds its query from slots (one per
-value, a list of slots per list value), writes the text once per database kind and list lengths, and binds
-each call's values in the slots' order. As in models.inserts, each value is bound as the caller converted it:
-pass what the field's db_value gives (`Webhook.uuid.db_value(text)`), as Peewee would have bound it.
+Kept because Peewee writes a query's text anew on every call: the outbox's subscriber lookup, made by every write
+of risk data, cost 335 µs to write against 42 µs to run (2026-11-27); a list page's query, a third of its request.
+A `Prepared` builds its query from slots (one per value, a list of slots per list value), writes the text once per
+database kind and list lengths, and binds each call's values in the slots' order; psycopg 3 then prepares the text
+on each connection that repeats it (models.databases). Each value is bound as the caller converted it: pass what
+the field's db_value gives (`Webhook.uuid.db_value(text)`), as Peewee would have bound it.
 """
 
 import re
@@ -40,7 +40,11 @@ class Prepared:
 
     def rows(self, *values: Any) -> list[tuple[Any, ...]]:
         """Run the query with these values (a list or tuple fills a list of slots); return its rows as tuples."""
-        return list(db.execute_sql(*self.bound(*values)).fetchall())
+        return list(self.run(*values).fetchall())
+
+    def run(self, *values: Any) -> Any:
+        """Run the statement with these values; return its cursor (read inside models.together, it waits for its answer)."""
+        return db.execute_sql(*self.bound(*values))
 
     def changed(self, *values: Any) -> int:
         """Run the statement (an UPDATE) with these values; return how many rows it changed."""

@@ -6,7 +6,7 @@ from typing import Any
 
 import peewee
 
-from models import PublicModel, locking, locks_rows, run_together, tuples
+from models import PublicModel, locking, locks_rows, together, tuples
 from models.prepared import Prepared
 from models.tenancy import Risk
 
@@ -36,15 +36,10 @@ class InRisk(PublicModel):
         return {str(u): i for u, i in tuples(query)}
 
     @classmethod
-    def updating(cls, object_id: int, row: dict[str, Any]) -> tuple[str, list[Any]]:
-        """Return the UPDATE that sets these columns of one row (its text written once per set of columns), and its values."""
+    def write(cls, object_id: int, row: dict[str, Any]) -> None:
+        """Set these columns of one row (the UPDATE's text written once per set of columns)."""
         fields, names = cls._meta.fields, tuple(sorted(row))
-        return _updating(cls, names).bound(*(fields[name].db_value(row[name]) for name in names), object_id)
-
-    @classmethod
-    def deleting(cls, ids: list[int]) -> tuple[str, list[Any]]:
-        """Return the DELETE of these rows, and its values."""
-        return cls.delete().where(cls.id.in_(ids)).sql()
+        _updating(cls, names).run(*(fields[name].db_value(row[name]) for name in names), object_id)
 
 
 # A body sets any of a kind's columns: the sets most used keep their texts.
@@ -77,12 +72,15 @@ class RiskObject(InRisk):
         (SQLite's write transactions already do; a dry-run takes no turn: models.locking.)
         """
         highest_number = _highest_number(cls)
-        if locks_rows():  # elsewhere the lock would hold nothing: no statement is sent for it
-            # One round trip: the highest number is read after the lock is granted, with a snapshot of its own
-            # (models.databases.PostgresqlPool.execute_together), so it counts what the lock's last holder committed.
-            ((highest,),) = run_together([_LOCK_PROFILE.bound(risk_id), highest_number.bound(risk_id)])
-        else:
+        if not locks_rows():  # elsewhere the lock would hold nothing: no statement is sent for it
             ((highest,),) = highest_number.rows(risk_id)
+        else:
+            # One round trip (models.together): the highest number is read after the lock is granted, with a snapshot
+            # of its own, so it counts what the lock's last holder committed.
+            with together():
+                _LOCK_PROFILE.run(risk_id)
+                reading = highest_number.run(risk_id)
+            ((highest,),) = reading.fetchall()
         return (highest or 0) + 1
 
 

@@ -23,7 +23,7 @@ def settle_pending(agency_ids) -> int:
     ids = list(agency_ids)
     if not ids:
         return 0
-    with models.live_connection():  # a pooled connection a test cut is replaced, not used
+    with models.connection():  # a pooled connection a test cut is replaced, not used
         theirs = Webhook.select(Webhook.id).where(Webhook.agency.in_(ids))
         return (
             Delivery.update(status=FAILED, next_attempt=None)

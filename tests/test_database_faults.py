@@ -1,6 +1,5 @@
 """The database goes away: no 500, 503 with Retry-After while it is gone, recovery by itself (PostgreSQL)."""
 
-import contextlib
 import os
 import socket
 import subprocess
@@ -9,7 +8,7 @@ import threading
 import time
 
 import httpx
-import psycopg2
+import psycopg
 import pytest
 from playhouse.db_url import parse as url_parse
 
@@ -34,7 +33,7 @@ def terminate_backends() -> int:
     From a connection of its own, outside the pool: a pooled one may be the very connection the server
     used (on a busy machine eight requests at once can all be served in turn on one), and it spares itself.
     """
-    with contextlib.closing(psycopg2.connect(os.environ["DATABASE_URL"])) as own, own.cursor() as cursor:
+    with psycopg.connect(os.environ["DATABASE_URL"]) as own, own.cursor() as cursor:
         cursor.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid <> pg_backend_pid()"
@@ -164,10 +163,8 @@ def test_database_down_answers_503_then_recovers(server, settings, tmp_path):
 @pytest.fixture
 def watcher(settings):
     """Yield an autocommit cursor of its own on the test database, for pg_stat_activity and pg_terminate_backend."""
-    # Not `with connect()`: psycopg2's block is a transaction even in autocommit, and pg_stat_activity would be
-    # read from the snapshot of its first query.
-    with contextlib.closing(psycopg2.connect(settings.database_url)) as connection:
-        connection.autocommit = True
+    # Autocommit: inside a transaction pg_stat_activity would be read from the snapshot of its first query.
+    with psycopg.connect(settings.database_url, autocommit=True) as connection:
         yield connection.cursor()
 
 
@@ -183,61 +180,59 @@ def last_query(watcher):
     return last_query
 
 
-def test_a_pooled_connection_is_checked_out_without_a_round_trip_and_a_cut_one_is_replaced(settings, watcher, last_query):
+def test_a_pooled_connection_is_checked_at_check_out_and_a_cut_one_is_replaced(settings, watcher, last_query):
     import models
 
     pool = models.PostgresqlPool(**url_parse(settings.database_url), max_connections=2)
     with pool.connection_context():
         pid = pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0]
         pool.execute_sql("SELECT 'the last words before check-in'")
+    assert last_query(pid) == "SELECT 'the last words before check-in'"
     with pool.connection_context():
-        # Checked out again: nothing was sent to see that it lives.
-        assert last_query(pid) == "SELECT 'the last words before check-in'"
+        # Checked out again: Peewee's pool asked it first whether it lives.
+        assert last_query(pid) == "SELECT 1"
         assert pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0] == pid
     watcher.execute("SELECT pg_terminate_backend(%s)", (pid,))
     assert wait_until(lambda: last_query(pid) == "", timeout=30)
     with pool.connection_context():
-        # The cut one said so on its socket: discarded at check-out, a new one opened, no error.
+        # The cut one failed its check: discarded at check-out, a new one opened, no error.
         assert pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0] != pid
     pool.close_all()
 
 
-def test_a_handler_thread_keeps_its_connection_between_requests_and_a_cut_one_is_replaced(
-    settings, monkeypatch, watcher, last_query
-):
+def test_a_request_takes_a_pooled_connection_and_gives_it_back_and_a_broken_one_is_closed(settings, watcher, last_query):
     import models
 
     models.bind(settings.database_url)
 
     def request(sql: str) -> int:
-        # What riskapi.api.app does around a request: ensure_connection before, keep_connection after.
-        models.ensure_connection()
+        # What riskapi.api.app does around a request: check_out before, give_back after.
+        models.check_out()
         pid = models.db.execute_sql("SELECT pg_backend_pid()").fetchone()[0]
         models.db.execute_sql(sql)
-        models.keep_connection()
+        models.give_back()
         return pid
 
     try:
         pid = request("SELECT 'the first request'")
-        assert not models.db.is_closed()
-        # Kept and checked again with nothing sent: the server saw the first request's last words last.
-        models.ensure_connection()
-        assert last_query(pid) == "SELECT 'the first request'"
+        assert models.db.is_closed()  # back in the pool
         assert request("SELECT 'the second request'") == pid
-        with models.db.atomic():  # a request's transaction ends with it, kept or not
+        assert models.check_out()
+        assert not models.check_out()  # already held: a check-out inside another keeps it
+        with models.db.atomic():  # a request's transaction ends with it
             models.db.execute_sql("SELECT 1")
-        assert models.db.connection().get_transaction_status() == psycopg2.extensions.TRANSACTION_STATUS_IDLE
+        models.give_back()
 
         watcher.execute("SELECT pg_terminate_backend(%s)", (pid,))
         assert wait_until(lambda: last_query(pid) == "", timeout=30)
-        # The cut one said so on its socket: replaced before the next request's first query, no error.
+        # The cut one fails the pool's check: replaced before the next request's first query, no error.
         new_pid = request("SELECT 'after the cut'")
         assert new_pid != pid
 
-        # Held past HELD_FOR, it goes back to the pool (whose stale_timeout then renews it).
-        monkeypatch.setattr(models, "HELD_FOR", 0.0)
-        time.sleep(0.01)
-        models.keep_connection()
+        # A connection whose work failed on the database's side is closed, not pooled again.
+        with pytest.raises(models.peewee.DatabaseError), models.connection():
+            models.db.execute_sql("SELECT 1/0")
         assert models.db.is_closed()
+        assert wait_until(lambda: last_query(new_pid) == "", timeout=30)
     finally:
-        models.discard_connection()
+        models.give_back()

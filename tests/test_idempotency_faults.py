@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 import httpx
-import psycopg2
+import psycopg
 import pytest
 
 import models
@@ -73,7 +73,7 @@ def test_a_retry_while_the_first_request_runs_answers_409_and_the_first_answer_a
     key = str(uuid.uuid4())
     with models.db.connection_context():
         risk_id = Risk.get(Risk.uuid == tenant.risk).id
-    holder = psycopg2.connect(settings.database_url)
+    holder = psycopg.connect(settings.database_url)
     try:
         with holder.cursor() as cursor:  # a new driver's foreign key waits for this lock: the first request stalls mid-write
             cursor.execute("SELECT id FROM risk WHERE id = %s FOR UPDATE", (risk_id,))

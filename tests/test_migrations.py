@@ -42,7 +42,7 @@ MIGRATIONS += [
 
 
 class Raw:
-    """A plain DB-API connection (sqlite3 or psycopg2), autocommitting, independent of the models."""
+    """A plain DB-API connection (sqlite3 or psycopg), autocommitting, independent of the models."""
 
     def __init__(self, url: str):
         self.sqlite = url.startswith("sqlite")
@@ -50,10 +50,9 @@ class Raw:
             self.conn = sqlite3.connect(url.split(":///", 1)[1], isolation_level=None)
             self.conn.execute("PRAGMA foreign_keys = ON")
         else:
-            import psycopg2
+            import psycopg
 
-            self.conn = psycopg2.connect(url)
-            self.conn.autocommit = True
+            self.conn = psycopg.connect(url, autocommit=True)
 
     def run(self, sql: str, *params):
         cursor = self.conn.cursor()

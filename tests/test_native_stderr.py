@@ -30,7 +30,7 @@ def stopping_postgres():
     """A server speaking PostgreSQL's protocol as one stopped in immediate mode does to a connection half made.
 
     It accepts the start-up, then sends the notice PostgreSQL sends every connection as it stops, then the
-    error: libpq prints such a notice on descriptor 2 itself, before psycopg2 takes its notices over.
+    error: libpq printed such a notice on descriptor 2 itself under psycopg2; psycopg 3 takes it over at once.
     """
     server = socket.create_server(("127.0.0.1", 0))
     server.settimeout(60)
@@ -60,7 +60,7 @@ def stopping_postgres():
 
 
 @pytest.mark.parametrize("command", ["serve", "worker"])
-def test_a_notice_libpq_prints_while_connecting_is_a_json_line(stopping_postgres, command, tmp_path):
+def test_a_notice_sent_while_connecting_is_never_a_bare_line(stopping_postgres, command, tmp_path):
     env = dict(os.environ, DATABASE_URL=stopping_postgres, RISKAPI_LOG_FORMAT="json", REDIS_URL="redis://127.0.0.1:1/0")
     argv = [sys.executable, "-m", "riskapi.process", command, *(["--port", str(free_port())] if command == "serve" else [])]
     done = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
@@ -71,7 +71,8 @@ def test_a_notice_libpq_prints_while_connecting_is_a_json_line(stopping_postgres
     assert said.startswith("riskapi: the database (DATABASE_URL) does not answer: "), done.stderr
     assert "Traceback" not in done.stderr
     logged = [json.loads(line) for line in others]
-    assert {(entry["logger"], entry["message"]) for entry in logged} == {("riskapi.stderr", f"WARNING:  {NOTICE}")}
+    # Never a bare line: psycopg 3 receives the notice itself (nothing printed); what C code prints is a JSON line.
+    assert all(entry["logger"] == "riskapi.stderr" for entry in logged if NOTICE in entry["message"]), logged
 
 
 def test_the_api_processes_lines_reach_serves_stderr_as_their_own(tmp_path):

@@ -22,7 +22,7 @@ def engine(settings, redis_url, queue_name):
     connection = redis.Redis.from_url(redis_url, socket_timeout=5)
     yield Engine(dataclasses.replace(settings, webhook_queue=queue_name), connection)
     connection.close()
-    models.discard_connection()  # the recorder's connection is this thread's: it may have replaced a broken one
+    models.give_back()  # the recorder's connection is this thread's
 
 
 @pytest.fixture

@@ -262,7 +262,7 @@ def test_a_delivery_attempt_outlives_its_database_connection_being_cut(
     finally:
         engine.close(5)
         connection.close()
-        models.discard_connection()
+        models.give_back()
     assert len(receiver.requests) == 1 and len(cuts) == 1
     with models.db.connection_context():
         assert Delivery.get_by_id(row.id).status == "succeeded"

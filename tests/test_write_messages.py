@@ -1,4 +1,6 @@
-"""An update's or a delete's statements go together: one round trip on PostgreSQL, in the items' order (models.run_together)."""
+"""An update's or a delete's statements go together: one round trip on PostgreSQL, in the items' order (models.together)."""
+
+import contextlib
 
 import pytest
 
@@ -8,15 +10,29 @@ from toolkit.tenants import items
 
 @pytest.fixture
 def together(monkeypatch):
-    """The statements' texts each call of models.run_together sent."""
+    """The statements' texts each block of models.together sent (a block that sent none is not listed)."""
     calls: list[list[str]] = []
-    original = models.run_together
+    original, database = models.together, models.db.obj
+    sending = database.execute_sql
 
-    def recording(statements):
-        calls.append([sql for sql, _ in statements])
-        return original(statements)
+    @contextlib.contextmanager
+    def recording():
+        texts: list[str] = []
 
-    monkeypatch.setattr(models, "run_together", recording)  # riskapi.services.risk_data_rules calls it through models
+        def execute_sql(sql, params=None):
+            texts.append(sql)
+            return sending(sql, params)
+
+        monkeypatch.setattr(database, "execute_sql", execute_sql)
+        try:
+            with original():
+                yield
+        finally:
+            monkeypatch.setattr(database, "execute_sql", sending)
+            if texts:
+                calls.append(texts)
+
+    monkeypatch.setattr(models, "together", recording)  # riskapi.services.risk_data_writes calls it through models
     return calls
 
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import httpx
-import psycopg2
+import psycopg
 
 from riskapi.webhooks.signing import verify
 from toolkit.postgres import OwnPostgres
@@ -76,7 +76,7 @@ def cli(plan: Plan, env: dict, *args: str) -> dict:
 
 
 def _query(url: str, sql: str) -> list[tuple]:
-    connection = psycopg2.connect(url)
+    connection = psycopg.connect(url)
     try:
         with connection.cursor() as cursor:
             cursor.execute(sql)

@@ -18,7 +18,7 @@ import time
 from typing import NamedTuple
 
 import httpx
-import psycopg2
+import psycopg
 
 from riskapi.webhooks.signing import verify
 from toolkit.cluster import APIS, ATTEMPT_TIMEOUT, WORKERS, Cluster
@@ -172,7 +172,7 @@ def _recovered(cluster: Cluster, partition: Partition, answers: list, healed_at:
 
 
 def _query(url: str, sql: str, *args: object) -> list[tuple]:
-    connection = psycopg2.connect(url)
+    connection = psycopg.connect(url)
     try:
         with connection.cursor() as cursor:
             cursor.execute(sql, args)

@@ -90,22 +90,3 @@ class OwnPostgres:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def recording_cursor() -> tuple[type, list[str]]:
-    """Return a psycopg2 cursor class that records each message it sends, and the list it records into."""
-    import psycopg2.extensions  # only the PostgreSQL tests need the driver
-
-    sent: list[str] = []
-
-    class Recording(psycopg2.extensions.cursor):
-        # One execute, one message: psycopg2 speaks the simple query protocol.
-        def execute(self, query, params=None):
-            sent.append(query if isinstance(query, str) else query.decode())
-            return super().execute(query, params)
-
-        def copy_expert(self, sql, file, size=8192):
-            sent.append(sql)
-            return super().copy_expert(sql, file, size)
-
-    return Recording, sent

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 import httpx
-import psycopg2
+import psycopg
 
 from bench.soak import pauses, report
 from bench.soak.load import EVENTS, Checkout, Stats, describe_mix, load, make_tenants, warm_up
@@ -77,11 +77,11 @@ def database(args, name: str, work: Path) -> str:
     if args.database_url:
         return args.database_url
     try:
-        conn = psycopg2.connect(f"{POSTGRES}/postgres", connect_timeout=3)
-    except psycopg2.OperationalError as exc:
+        # CREATE/DROP DATABASE refuse to run inside a transaction.
+        conn = psycopg.connect(f"{POSTGRES}/postgres", connect_timeout=3, autocommit=True)
+    except psycopg.OperationalError as exc:
         print(f"note: PostgreSQL did not answer ({str(exc).strip().splitlines()[0]}); using SQLite, figures are not comparable")
         return f"sqlite:///{work}/soak.db"
-    conn.autocommit = True  # CREATE/DROP DATABASE refuse to run inside a transaction.
     with conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")  # Only ever our own database.
         cur.execute(f"CREATE DATABASE {name}")

@@ -131,7 +131,7 @@ def run(
     models.bind(settings.database_url)
     process = DeliveryProcess(settings, connection, relay_connection, burst, threads)
     if burst:
-        models.db.connect(reuse_if_open=True)
+        models.check_out()
         while process.relay.relay_pending():
             pass
         process.relay.rescue()

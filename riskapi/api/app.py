@@ -108,14 +108,13 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
     run_flask_in_threads(app, HandlerThreads(settings.threads, settings.write_delay))
     decorate_once(app)
     remember_security_signatures()
-    pooled = not models.is_sqlite()
 
     @flask_app.before_request
     def _connect() -> None:
         # Probes answer whatever the database does: readyz checks it itself, healthz never needs it.
         if flask.request.path not in PROBES:
             flask.g.connecting = time.monotonic()
-            models.ensure_connection()
+            models.check_out()
 
     if settings.redis_url and settings.webhook_relay_wake:
         nudger = wake.Nudger(settings.redis_url, settings.webhook_queue)
@@ -136,14 +135,8 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
 
     @flask_app.teardown_request
     def _release(exc: BaseException | None) -> None:
-        # A handler thread keeps its pooled PostgreSQL connection for its next request; SQLite keeps one per thread.
-        if pooled and not models.db.is_closed():
-            if isinstance(exc, errors.DATABASE_DOWN):
-                models.discard_connection()
-                # A query that waited out the TCP user timeout: the server went silent mid-request.
-                models.connection_failed(time.monotonic() - flask.g.get("connecting", time.monotonic()))
-            else:
-                models.keep_connection()
+        # A query that waited out the TCP user timeout tells the breaker that the server went silent mid-request.
+        models.give_back(exc, flask.g.get("connecting"))
 
     return app
 

@@ -4,7 +4,7 @@ import threading
 
 import cachetools
 
-from models import live_connection, utcnow
+from models import connection, utcnow
 from models.tenancy import Token
 
 # A short in-process cache saves a query per request. It bounds how long a revoked token still
@@ -28,7 +28,7 @@ def token_info(token: str) -> dict[str, int] | None:
         hit = _cache.get(token)
     if hit and (hit[1] is None or hit[1] > utcnow()):
         return {"sub": hit[0]}
-    with live_connection():
+    with connection():
         row = Token.valid(token)
         if row is None:
             return None

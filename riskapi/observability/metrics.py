@@ -21,7 +21,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from models import live_connection, utcnow
+from models import connection, utcnow
 from models.webhooks import PENDING, Delivery
 from riskapi.config import Settings
 
@@ -70,7 +70,7 @@ class Backlog:
     def collect(self) -> Iterator[Metric]:
         lag = GaugeMetricFamily("riskapi_outbox_lag_seconds", "Age of the oldest delivery not yet handed to RQ (0: none).")
         try:
-            with live_connection():
+            with connection():
                 oldest = Delivery.select(Delivery.created).where(Delivery.relayed.is_null() & (Delivery.status == PENDING))
                 row = oldest.order_by(Delivery.created).limit(1).tuples().first()
             lag.add_metric([], (utcnow() - row[0]).total_seconds() if row else 0.0)

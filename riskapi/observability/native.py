@@ -1,10 +1,10 @@
 """What C libraries write to stderr becomes log lines of the one format (riskapi.observability.formats).
 
 libpq prints a server's notice that arrives while a connection is being made straight to file
-descriptor 2, before psycopg2 has put its own notice handler in place: a PostgreSQL stopped in
-immediate mode tells every connection it is ending ("WARNING:  terminating connection due to
-immediate shutdown command"), and one half made at that moment printed that bare line among the
-process's JSON ones, which a log shipper reading one object per line cannot parse.
+descriptor 2 unless its client has put a notice handler in place first (psycopg 3 does; the driver before it did not):
+a PostgreSQL stopped in immediate mode tells every connection it is ending ("WARNING:  terminating
+connection due to immediate shutdown command"), and one half made at that moment printed that bare line
+among the process's JSON ones, which a log shipper reading one object per line cannot parse.
 
 So a process `riskapi` runs gives descriptor 2 to a pipe whose lines a thread logs as the logger
 `riskapi.stderr`, and Python's own writes (the log handlers, an uncaught traceback) keep the real

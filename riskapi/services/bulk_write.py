@@ -11,13 +11,11 @@ from typing import Any, Protocol, TypeVar
 import peewee
 
 from models import atomic
-from models.named_statements import STALE
 from riskapi.exceptions import ApiError, ValidationFailed
 from riskapi.services.messages import message
 
-# PostgreSQL's deadlock_detected and serialization_failure: the transaction can simply run again; so can one whose
-# prepared statement went stale (models.named_statements has forgotten them all).
-_RETRYABLE = {"40P01", "40001", *STALE}
+# PostgreSQL's deadlock_detected and serialization_failure: the transaction can simply run again.
+_RETRYABLE = {"40P01", "40001"}
 
 T = TypeVar("T")
 
@@ -73,7 +71,8 @@ def transaction(work: Callable[[], T]) -> T:
         except peewee.IntegrityError:
             continue
         except peewee.OperationalError as exc:
-            if getattr(getattr(exc, "orig", exc), "pgcode", None) not in _RETRYABLE:
+            # Peewee raises its own error while handling the driver's: the driver's, with its SQLSTATE, is the context.
+            if getattr(exc.__context__, "sqlstate", None) not in _RETRYABLE:
                 raise
     raise ApiError(409, "The request conflicted with concurrent writes; please retry.")
 

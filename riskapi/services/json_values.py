@@ -4,7 +4,7 @@ A list page reads its rows straight from the driver's cursor (render.fetch): Pee
 conversion to Python objects, only for the JSON writer to turn them back into text, was a third of
 a list request's CPU (bench/README.md, "Profiles"). Each converter here accepts both forms, so one
 rendering serves rows read either way: SQLite's and PostgreSQL's text for times, dates and UUIDs,
-SQLite's 0/1 for booleans, psycopg2's objects, and Peewee's.
+SQLite's 0/1 for booleans, psycopg's objects, and Peewee's.
 """
 
 import datetime

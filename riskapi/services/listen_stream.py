@@ -51,7 +51,7 @@ async def _db(call: Callable[..., T], *args: Any) -> T:
     """Run a database call in a thread of the loop's executor, on a connection of its own."""
 
     def run() -> T:
-        with models.live_connection():
+        with models.connection():
             return call(*args)
 
     return await asyncio.to_thread(run)

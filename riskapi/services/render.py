@@ -14,10 +14,14 @@ from models.risk_data import KINDS, InRisk, RiskObject
 from models.tenancy import Risk
 from models.webhooks import Delivery, Event, Webhook
 from riskapi.services.json_values import Convert, converter, day, flag, identifier, plain, value
-from riskapi.services.rows import Column, Columns, Reader, Row, Shape
 
 # The models rendered in the envelope: each names its `object`.
 Model = type[InRisk] | type[Webhook] | type[Delivery] | type[Event] | type[Risk]
+
+
+class Row(dict):
+    """A row as the database driver gave it (fetch), by field (or alias) name: PostgreSQL's uuids, dates and booleans
+    are already as JSON shows them."""
 
 
 def _properties(schema_name: str, part: str) -> tuple[str, ...]:
@@ -156,14 +160,14 @@ def fetch_text(model: Model, text: str, values: list) -> list[Row]:
 
 def rows_of(model: Model, cursor: Any) -> list[Row]:
     """Return the rows of a cursor run on a model's table (models.read_as_text, models.run_as_text)."""
-    columns = _columns(model, tuple(column[0] for column in cursor.description))
-    return [Row(columns, values) for values in cursor.fetchall()]
+    names = _names_of(model, tuple(column[0] for column in cursor.description))
+    return [Row(zip(names, values, strict=True)) for values in cursor.fetchall()]
 
 
 @functools.lru_cache(maxsize=64)
-def _columns(model: Model, names: tuple[str, ...]) -> Columns:
+def _names_of(model: Model, columns: tuple[str, ...]) -> tuple[str, ...]:
     by_column = model._meta.columns
-    return Columns([by_column[name].name if name in by_column else name for name in names])
+    return tuple(by_column[name].name if name in by_column else name for name in columns)
 
 
 class _Part:
@@ -188,34 +192,43 @@ class _Part:
             found[i] = convert(found[i])
         return dict(zip(self.names, found, strict=False))
 
-    def shape(self) -> Shape:
-        """Return this part as a reader's shape (riskapi.services.rows)."""
-        return {name: Column(key, convert) for name, key, convert in zip(self.names, self.keys, self.converters, strict=True)}
+
+# What PostgreSQL's driver gives as JSON shows it, read as models reads it (UUIDs and dates as the server's text, in
+# lowercase and YYYY-MM-DD; booleans as bool): a fetched row's values of these leave as they come, a call less each.
+_SENT_AS_SHOWN = frozenset({identifier, day, flag})
 
 
 @functools.cache
-def _layout(model: Model) -> tuple[_Part, _Part]:
+def _layout(model: Model, as_sent: bool = False) -> tuple[_Part, _Part]:
     """Return how a row's `data` and `meta` are read; a reference shows the UUID of the object it names."""
     references = _references(model)
     known = model._meta.fields
+
+    def shown(convert: Convert) -> Convert:
+        return plain if as_sent and convert in _SENT_AS_SHOWN else convert
+
     names = fields(model)
     data = _Part(
         names,
         tuple(f"{name}_uuid" if name in references else name for name in names),
-        tuple(identifier if name in references else converter(known.get(name)) for name in names),
+        tuple(shown(identifier if name in references else converter(known.get(name))) for name in names),
     )
-    meta = _Part(_meta(model), _meta(model), tuple(converter(known.get(name)) for name in _meta(model)))
+    meta = _Part(_meta(model), _meta(model), tuple(shown(converter(known.get(name))) for name in _meta(model)))
     return data, meta
+
+
+def _layout_of(model: Model, row: Row | dict) -> tuple[_Part, _Part]:
+    return _layout(model, type(row) is Row and not models.is_sqlite())
 
 
 def data(model: Model, row: Row | dict) -> dict:
     """Return the `data` of a row; a reference shows the UUID of the object it names."""
-    return _layout(model)[0].read(row)
+    return _layout_of(model, row)[0].read(row)
 
 
 def envelope(model: Model, row: Row | dict, relations: dict | None = None) -> dict:
     """Return a row in the common envelope; `meta` holds what the model's schema lists there."""
-    shown, meta = _layout(model)
+    shown, meta = _layout_of(model, row)
     out: dict[str, Any] = {
         "object": model.OBJECT,
         "uuid": identifier(row["uuid"]),
@@ -227,46 +240,8 @@ def envelope(model: Model, row: Row | dict, relations: dict | None = None) -> di
     return out
 
 
-# What PostgreSQL's driver gives as JSON shows it, read as models reads it (UUIDs and dates as the server's text, in
-# lowercase and YYYY-MM-DD; booleans as bool): a reader of its rows leaves these values as they come, a call less
-# each (a driver's row has eight).
-_SENT_AS_SHOWN = frozenset({identifier, day, flag})
-
-
-def _token(model: type[InRisk]) -> tuple[type[InRisk], bool]:
-    """Name the reader of a model's rows: its columns read as SQLite's driver gives them, or as PostgreSQL's."""
-    return model, models.is_sqlite()
-
-
-def _shape(token: tuple[type[InRisk], bool]) -> Shape:
-    """Return a row's envelope as a reader's shape: its relations each the UUID it names, or null, as when none is included."""
-    model, sqlite = token
-    shown, meta = _layout(model)
-    out: Shape = {"object": model.OBJECT, "uuid": Column("uuid", identifier), "data": shown.shape(), "meta": meta.shape()}
-    names = _relations(model)
-    if names is not None:
-        references = _references(model)
-        out["relations"] = {name: Column(f"{name}_uuid", identifier) if name in references else None for name in names}
-    return out if sqlite else _as_sent(out)
-
-
-def _as_sent(shape: Shape) -> Shape:
-    return {
-        key: _as_sent(part)
-        if isinstance(part, dict)
-        else Column(part.key, plain)
-        if isinstance(part, Column) and part.convert in _SENT_AS_SHOWN
-        else part
-        for key, part in shape.items()
-    }
-
-
-def _item(model: type[InRisk], row: Row | dict, read: Reader | None = None) -> dict:
-    """Return a row's envelope with its relations as when none is included (a fetched row's through its reader)."""
-    if type(row) is Row:
-        read = read or row.columns.reader(_token(model), _shape)
-        if read is not None:
-            return read(row.values)
+def _item(model: type[InRisk], row: Row | dict) -> dict:
+    """Return a row's envelope with its relations as when none is included."""
     item = envelope(model, row)
     names = _relations(model)
     if names is not None:
@@ -279,12 +254,8 @@ def envelopes(model: type[InRisk], rows: Sequence[Row | dict], include: list | N
     names = _relations(model)
     embedded = {name: _embedded(model, name, rows) for name in names or () if name in (include or ())}
     items = []
-    # The rows of one query share their columns, and so their reader: found once, not a row at a time.
-    first = rows[0] if rows else None
-    columns = first.columns if isinstance(first, Row) else None
-    read = columns.reader(_token(model), _shape) if columns is not None else None
     for row in rows:
-        item = _item(model, row, read if type(row) is Row and row.columns is columns else None)
+        item = _item(model, row)
         for name in embedded:
             item["relations"][name] = _relation(model, name, row, item["data"], embedded)
         items.append(item)

@@ -100,25 +100,25 @@ def _created(model: type[InRisk], stored: list[dict], include: list[str] | None)
 def apply_update(profile: Risk, plan: list[tuple[int, type[InRisk], int, dict, dict]]) -> list[dict]:
     """Write a checked update; return the bulk response items."""
     now, out = utcnow(), list[dict]()
-    # The items' UPDATEs go together (one round trip on PostgreSQL), in the items' order: an item that writes
-    # another row as well (an address's driver, a driver's nested address) sends what came before it first.
-    pending: list[tuple[str, list[Any]]] = []
+    # The items' UPDATEs go together (one round trip on PostgreSQL: models.together), in the items' order: an item that
+    # writes another row as well (an address's driver, a driver's nested address) sends what came before it first.
+    pending: list[tuple[type[InRisk], int, dict[str, Any]]] = []
     for i, model, object_id, values, refs in plan:
         row = columns(model, values)
         for name in model.REFERENCES:
             if name in values:
                 row[name] = refs.get((i, name))
         row["updated"] = now
-        pending.append(model.updating(object_id, row))
+        pending.append((model, object_id, row))
         nested: Any = values.get("address", False) if model is Driver else False  # False: not given
         if model is Address or nested is not False:
-            models.run_together(pending)
+            _write_together(pending)
             pending = []
         if model is Address:
             Driver.update(updated=now).where(Driver.id == Address.select(Address.driver).where(Address.id == object_id)).execute()
         if nested is not False:
             _write_nested_address(profile, object_id, nested, now)
-    models.run_together(pending)
+    _write_together(pending)
     # Read back in one query a kind, not one an item; a row gone since it was checked and locked fails its item.
     written: dict[type[InRisk], set[int]] = {}
     for _, model, object_id, _, _ in plan:
@@ -139,6 +139,12 @@ def apply_update(profile: Risk, plan: list[tuple[int, type[InRisk], int, dict, d
             item["data"]["address"] = render.envelope(Address, address) if address else None
         out.append(item)
     return out
+
+
+def _write_together(rows: list[tuple[type[InRisk], int, dict[str, Any]]]) -> None:
+    with models.together():
+        for model, object_id, row in rows:
+            model.write(object_id, row)
 
 
 def _vanished(index: int) -> NoReturn:
@@ -163,7 +169,9 @@ def apply_delete(profile: Risk, plan: list[tuple[int, type[InRisk], int, str]]) 
     by_kind: dict[type[InRisk], list[int]] = {}
     for _, model, object_id, _ in plan:
         by_kind.setdefault(model, []).append(object_id)
-    models.run_together([model.deleting(ids) for model, ids in by_kind.items()])
+    with models.together():
+        for model, ids in by_kind.items():
+            model.delete().where(model.id.in_(ids)).execute()
     return [
         {"object": model.OBJECT, "uuid": str(value).lower(), "profile_type": profile.type}
         for _, model, _, value in sorted(plan, key=lambda step: step[0])
