@@ -2,6 +2,7 @@
 Peewee's own pool; and the settings that keep a silent PostgreSQL from holding a request (SILENCE)."""
 
 import contextlib
+import select
 import threading
 from typing import Any
 
@@ -51,8 +52,31 @@ class SqliteDatabase(peewee.SqliteDatabase):
         self.write_turns = threading.RLock()  # reentrant: atomic() inside atomic() is a savepoint
 
 
+class Psycopg3Adapter(peewee.Psycopg3Adapter):
+    """psycopg 3 as Peewee drives it (its adapter, the extension point playhouse.postgres_ext uses), with a pooled
+    connection checked at check-out without a round trip.
+
+    Peewee's own check sends `SELECT 1` at every check-out (each request's): a round trip before any work, and on a
+    server gone silent a wait of tcp_user_timeout for each pooled connection in turn, then a connect's. An idle
+    connection the server has let go (restart, crash, `pg_terminate_backend`, idle timeout) has its last message or
+    its end of stream waiting on the socket, so one with anything to read is discarded; one whose host vanished
+    without a word passes, and its first query then fails as the ping would have (a 503, and the breaker opens).
+    """
+
+    def is_connection_closed(self, conn: Any) -> bool:
+        if self.txn_status(conn) != self.txn_idle:
+            return bool(super().is_connection_closed(conn))  # unknown: closed; left in a transaction: rolled back
+        try:
+            readable, _, _ = select.select([conn.fileno()], [], [], 0)
+        except (OSError, ValueError, psycopg.Error):
+            return True
+        return bool(readable)
+
+
 class PostgresqlPool(PooledPostgresqlDatabase):
-    """Peewee's pool of psycopg 3 connections, each checked at check-out (Peewee's `SELECT 1`), with a breaker."""
+    """Peewee's pool of psycopg 3 connections, each checked at check-out without a round trip, with a breaker."""
+
+    psycopg3_adapter = Psycopg3Adapter
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, prefer_psycopg3=True, prepare_threshold=PREPARE_THRESHOLD, context=READING, **kwargs)

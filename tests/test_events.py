@@ -195,7 +195,7 @@ class _Counter:
             return original(sql, params, *args, **kwargs)
 
         def copying(*args, **kwargs):
-            # PostgreSQL's COPY (models.inserts) goes through a cursor's copy_expert, not execute_sql.
+            # PostgreSQL's COPY (models.inserts) goes through a cursor's copy(), not execute_sql.
             return _CopyCounter(cursor(*args, **kwargs), self.statements)
 
         self.database.execute_sql = counting
@@ -213,9 +213,9 @@ class _CopyCounter:
     def __init__(self, cursor, statements: list[str]):
         self.cursor, self.statements = cursor, statements
 
-    def copy_expert(self, sql, *args, **kwargs):
-        self.statements.append(sql)
-        return self.cursor.copy_expert(sql, *args, **kwargs)
+    def copy(self, statement, *args, **kwargs):
+        self.statements.append(statement)
+        return self.cursor.copy(statement, *args, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self.cursor, name)
