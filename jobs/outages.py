@@ -40,7 +40,7 @@ def reconnecting(step: Callable[..., T], *args: Any) -> T:
     """Run a database step; after a database error, run it once more on a new connection."""
     for last in (False, True):
         try:
-            # The worker keeps its connection between jobs (opening SQLite costs more than a job's queries).
+            # This thread's connection, held until its unit of work gives it back (models.give_back).
             models.check_out()
             return step(*args)
         except DATABASE_ERRORS as exc:

@@ -135,9 +135,8 @@ def run_as_text(sql: str, params: list[Any]) -> Any:
     """Run a statement's text as read_as_text runs a query, and return its cursor."""
     if is_sqlite():
         return db.execute_sql(sql, params)
-    check_out()  # as execute_sql would (autoconnect)
     with driver_errors():
-        return times_as_text(db.connection().cursor()).execute(sql, params)
+        return times_as_text(db.cursor()).execute(sql, params)
 
 
 @contextlib.contextmanager
