@@ -1,5 +1,6 @@
 """The common object envelope, {object, uuid, data, meta, relations}, laid out by the spec's response schemas."""
 
+import contextlib
 import functools
 import operator
 from collections.abc import Callable, Sequence
@@ -19,9 +20,37 @@ from riskapi.services.json_values import Convert, converter, day, flag, identifi
 Model = type[InRisk] | type[Webhook] | type[Delivery] | type[Event] | type[Risk]
 
 
-class Row(dict):
-    """A row as the database driver gave it (fetch), by field (or alias) name: PostgreSQL's uuids, dates and booleans
-    are already as JSON shows them."""
+class Columns:
+    """The columns of one query's rows: each name's position, and each envelope part's picker of them (_Part.read)."""
+
+    __slots__ = ("pickers", "positions")
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.positions = {name: position for position, name in reversed(list(enumerate(names)))}  # a repeat: its first
+        self.pickers: dict[Any, Any] = {}
+
+
+class Row:
+    """A row as the database driver gave it (its tuple), read by field (or alias) name like a dict (`row["id"]`).
+
+    PostgreSQL's uuids, dates and booleans in it are already as JSON shows them (_SENT_AS_SHOWN).
+    """
+
+    __slots__ = ("columns", "values")
+
+    def __init__(self, columns: Columns, values: tuple) -> None:
+        self.columns, self.values = columns, values
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[self.columns.positions[name]]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.columns.positions
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """Return a column's value, or default when the row has no such column."""
+        position = self.columns.positions.get(name)
+        return default if position is None else self.values[position]
 
 
 def _properties(schema_name: str, part: str) -> tuple[str, ...]:
@@ -160,14 +189,17 @@ def fetch_text(model: Model, text: str, values: list) -> list[Row]:
 
 def rows_of(model: Model, cursor: Any) -> list[Row]:
     """Return the rows of a cursor run on a model's table (models.read_as_text, models.run_as_text)."""
-    names = _names_of(model, tuple(column[0] for column in cursor.description))
-    return [Row(zip(names, values, strict=True)) for values in cursor.fetchall()]
+    columns = _columns(model, tuple(column[0] for column in cursor.description))
+    return [Row(columns, values) for values in cursor.fetchall()]
 
 
 @functools.lru_cache(maxsize=64)
-def _names_of(model: Model, columns: tuple[str, ...]) -> tuple[str, ...]:
+def _columns(model: Model, names: tuple[str, ...]) -> Columns:
     by_column = model._meta.columns
-    return tuple(by_column[name].name if name in by_column else name for name in columns)
+    return Columns(tuple(by_column[name].name if name in by_column else name for name in names))
+
+
+_UNSEEN = object()  # a layout of columns whose picker is not made yet
 
 
 class _Part:
@@ -181,16 +213,32 @@ class _Part:
         self.converted = tuple((i, convert) for i, convert in enumerate(converters) if convert is not plain)
 
     def read(self, row: Row | dict) -> dict:
-        """Return this part of a row, in the schema's order."""
+        """Return this part of a row, in the schema's order (a fetched row's values by position)."""
         if self.pick is None:
             return {}
-        try:
-            found = list(self.pick(row))
-        except KeyError:  # a row built by hand may leave out what is null
+        found: list[Any] | None = None
+        if type(row) is Row:
+            pick = row.columns.pickers.get(self, _UNSEEN)
+            if pick is _UNSEEN:  # once per layout of columns
+                pick = row.columns.pickers[self] = self._by_position(row.columns.positions)
+            if pick is not None:
+                if not self.converted:  # every value as the driver gave it: no list to convert in
+                    return dict(zip(self.names, pick(row.values), strict=False))
+                found = list(pick(row.values))
+        else:
+            with contextlib.suppress(KeyError):
+                found = list(self.pick(row))
+        if found is None:  # a row built by hand may leave out what is null
             found = [row.get(key) for key in self.keys] + [None]
         for i, convert in self.converted:
             found[i] = convert(found[i])
         return dict(zip(self.names, found, strict=False))
+
+    def _by_position(self, positions: dict[str, int]) -> Callable[[tuple], tuple] | None:
+        """Return what picks this part's values out of a row's tuple, or None when a column is missing."""
+        if any(key not in positions for key in self.keys):
+            return None
+        return operator.itemgetter(*(positions[key] for key in (*self.keys, self.keys[0])))
 
 
 # What PostgreSQL's driver gives as JSON shows it, read as models reads it (UUIDs and dates as the server's text, in
