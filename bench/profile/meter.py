@@ -103,4 +103,4 @@ def own_backend() -> int | None:
     if models.is_sqlite():
         return None
     with models.db.connection_context():
-        return models.db.connection().get_backend_pid()
+        return models.db.connection().info.backend_pid
