@@ -3,6 +3,7 @@ tenancy.py), and listen/trigger."""
 
 import argparse
 import os
+import signal
 import sys
 
 import peewee
@@ -133,6 +134,8 @@ def cmd_listen(args: argparse.Namespace, settings: Settings) -> None:
     """Forward the agency's events, signed, to a local URL over a connection out to the API (until Ctrl-C)."""
     names = [name for name in (args.events or "").split(",") if name] or None
     channels = [name for given in args.channel or [] for name in given.split(",") if name] or None
+    # SIGTERM (a `kill`, a process manager, dev.py passing one on) stops it as Ctrl-C does: the session ends, exit 0.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     sys.exit(listening.listen(_api(args), args.forward_to, names, sys.stdout, channels))
 
 
