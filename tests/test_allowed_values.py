@@ -1,6 +1,7 @@
 """Errors that say what would have been accepted: fixed choices, date formats, the profile's type, content codings."""
 
 import gzip
+import re
 import uuid
 
 import orjson
@@ -135,3 +136,82 @@ def test_a_date_range_filter_names_its_formats(client, tenant):
             "Allowed formats are `FROM,TO`, each empty or one of `YYYY-MM-DD`."
         ]
     }
+
+
+def test_an_enum_filter_refuses_a_value_outside_the_fields_enum_naming_it(client, tenant):
+    """`filter[sex]=M` is a 422 listing the sexes, as the body's field is: never a 200 with an empty list."""
+    sexes = "The selected filter[sex] is invalid. Allowed values are `male, female, non_binary, unknown`."
+    statuses = "Allowed values are `single, married, divorced, widowed, separated, domestic_partner`."
+    states = spec.schema("StateCode")["enum"]
+    state_text = f"Allowed values are `{', '.join(states[:MAX_LISTED])}` and {len(states) - MAX_LISTED} more."
+    for name, value, text in (
+        ("sex", "M", sexes),
+        ("sex", "male,M", sexes),  # one value outside the choice is enough
+        ("marital_status", "wed", f"The selected filter[marital_status] is invalid. {statuses}"),
+        ("license_state", "Texas", f"The selected filter[license_state] is invalid. {state_text}"),
+        ("license_state", "tx", f"The selected filter[license_state] is invalid. {state_text}"),  # exact, as stored
+    ):
+        response = client.get(tenant.url("/drivers"), params={f"filter[{name}]": value}, headers=tenant.headers)
+        assert errors_of(response) == {f"filter[{name}]": [text]}, value
+    premises = client.get(tenant.url("/premises"), params={"filter[state]": "Texas"}, headers=tenant.headers)
+    assert errors_of(premises) == {"filter[state]": [f"The selected filter[state] is invalid. {state_text}"]}
+
+
+def test_enum_filters_with_values_of_the_choice_still_filter(client, tenant):
+    drivers = [
+        {"first_name": "Ann", "sex": "female", "marital_status": "married", "license_state": "TX"},
+        {"first_name": "Bob", "sex": "male", "marital_status": "single", "license_state": "CA"},
+        {"first_name": "Cy", "sex": None, "license_state": "NY"},
+    ]
+    assert client.post(tenant.url("/drivers"), json=items("driver", *drivers), headers=tenant.headers).status_code == 201
+
+    def names(**params) -> list[str]:
+        response = client.get(tenant.url("/drivers"), params={**params, "sort": "number"}, headers=tenant.headers)
+        assert response.status_code == 200, response.text
+        return [driver["data"]["first_name"] for driver in response.json()["data"]]
+
+    assert names(**{"filter[sex]": "female"}) == ["Ann"]
+    assert names(**{"filter[sex]": "male,non_binary"}) == ["Bob"]
+    assert names(**{"filter[marital_status]": "married,single"}) == ["Ann", "Bob"]
+    assert names(**{"filter[license_state]": "TX,NY"}) == ["Ann", "Cy"]
+    assert names(**{"filter[license_state]": "AP"}) == []  # in the choice, matching no driver
+    premise = items("premise", {"city": "Austin", "state": "TX"}, {"city": "Fresno", "state": "CA"})
+    assert client.post(tenant.url("/premises"), json=premise, headers=tenant.headers).status_code == 201
+    found = client.get(tenant.url("/premises"), params={"filter[state]": "CA"}, headers=tenant.headers)
+    assert [p["data"]["city"] for p in found.json()["data"]] == ["Fresno"]
+
+
+def test_the_risk_type_filter_lists_the_types(client, tenant):
+    wrong = client.get("/risks", params={"filter[type]": "comercial"}, headers=tenant.headers)
+    text = "The selected filter[type] is invalid. Allowed values are `commercial, personal`."
+    assert errors_of(wrong) == {"filter[type]": [text]}
+    right = client.get("/risks", params={"filter[type]": "commercial"}, headers=tenant.headers)
+    assert right.status_code == 200 and [risk["uuid"] for risk in right.json()["data"]] == [tenant.risk]
+    assert client.get("/risks", params={"filter[type]": "personal"}, headers=tenant.headers).json()["data"] == []
+
+
+def _list_operations() -> list[tuple[str, str, list[str]]]:
+    """Return (operationId, path, filter names) of every operation with `filter[...]` parameters."""
+    found = []
+    for path, item in spec.resolved()["paths"].items():
+        for method, op in item.items():
+            if method == "get" and isinstance(op, dict) and spec.filters(op["operationId"]):
+                found.append((op["operationId"], path, list(spec.filters(op["operationId"]))))
+    return found
+
+
+def test_a_choice_filters_pattern_takes_exactly_its_enum():
+    """The pattern (what clients and the fuzzer see) and the enum named by `x-choices` (what a 422 lists) agree."""
+    checked = 0
+    for op_id, _path, names in _list_operations():
+        for name in names:
+            schema = spec.filters(op_id)[name]
+            if "x-choices" not in schema:
+                continue
+            pattern, choices = re.compile(schema["pattern"]), spec.schema(schema["x-choices"])["enum"]
+            assert all(pattern.search(value) for value in choices), (op_id, name)
+            assert pattern.search(",".join(choices)), (op_id, name)
+            alternatives = re.match(r"^\^\((.*?)\)\(,", schema["pattern"]).group(1).replace("\\.", ".").split("|")
+            assert sorted(alternatives) == sorted(choices), (op_id, name)
+            checked += 1
+    assert checked >= 9

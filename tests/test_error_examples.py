@@ -157,6 +157,8 @@ def test_422_examples_of_fixed_choice_filters_are_the_answers(client, tenant):
     assert (kind.status_code, kind.json()) == (422, example("InvalidListQuery", "filterChoice"))
     status = client.get(f"/webhooks/{hook['uuid']}/deliveries", params={"filter[status]": "lost"}, headers=tenant.headers)
     assert (status.status_code, status.json()) == (422, example("InvalidListQuery", "filterStatus"))
+    sex = client.get(tenant.url("/drivers"), params={"filter[sex]": "M"}, headers=tenant.headers)
+    assert (sex.status_code, sex.json()) == (422, example("InvalidListQuery", "filterEnum"))
     name = client.get("/event-types", params={"filter[name]": "driver.sold"}, headers=tenant.headers)
     _path, _method, op = spec.operation("listEventTypes")
     assert (name.status_code, name.json()) == (422, op["responses"]["422"]["content"]["application/json"]["example"])

@@ -21,6 +21,15 @@ def problems(doc: dict) -> list[str]:
     return spec_check.problems(doc, RELEASED, CHANGELOG)
 
 
+def problems_once_recorded(doc: dict) -> list[str]:
+    """Return a document's problems with spec/CHANGELOG.md written for it, as README.md says to.
+
+    While info.version is released, a benign edit leaves the changelog as it is; once it is raised and not
+    released yet, the changelog's section for it lists every addition too.
+    """
+    return spec_check.problems(doc, RELEASED, spec_changelog.render(doc, RELEASED))
+
+
 def schemas(doc: dict) -> dict:
     return doc["components"]["schemas"]
 
@@ -172,7 +181,9 @@ BENIGN = {
 def test_a_benign_edit_passes(name):
     doc = copy.deepcopy(SPEC)
     BENIGN[name](doc)
-    assert problems(doc) == []
+    assert problems_once_recorded(doc) == []
+    if spec_doc.version(doc) == spec_doc.version(RELEASED[-1][1]):
+        assert problems(doc) == []  # the version as it is: not even the changelog moves
 
 
 def test_the_spec_as_it_is_passes():
@@ -194,4 +205,6 @@ def test_the_command_tox_runs_fails_on_an_edit_of_the_file(tmp_path):
     )
     assert run.returncode == 1
     last = RELEASED[-1][0]  # the gate compares with the last release kept in spec/released/
-    assert f"breaking change (against {last}): request property newly required: `first_name`" in run.stderr
+    # Named as a break to undo or record (at the released version), or as one the changelog does not record yet
+    # (under a raised MAJOR not released yet).
+    assert f"(against {last}): request property newly required: `first_name`" in run.stderr
