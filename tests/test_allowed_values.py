@@ -8,7 +8,7 @@ import orjson
 
 import spec
 from riskapi.services.messages import MAX_LISTED, listing
-from tests.support import make_tenant, webhook_items
+from tests.support import make_tenant, make_webhook, webhook_items
 from toolkit.tenants import items
 
 JSON = {"Content-Type": "application/json"}
@@ -190,6 +190,20 @@ def test_the_risk_type_filter_lists_the_types(client, tenant):
     assert client.get("/risks", params={"filter[type]": "personal"}, headers=tenant.headers).json()["data"] == []
 
 
+def test_the_response_status_filter_names_its_form(client, tenant):
+    hook = make_webhook(client, tenant)
+    deliveries = f"/webhooks/{hook['uuid']}/deliveries"
+    text = (
+        "The filter[response_status] field format is invalid. Allowed form: HTTP status codes or classes, "
+        "comma-separated (a code like `500`, a class like `5xx`)."
+    )
+    for value in ("server", "6xx", "50", "500,"):
+        response = client.get(deliveries, params={"filter[response_status]": value}, headers=tenant.headers)
+        assert errors_of(response) == {"filter[response_status]": [text]}, value
+    accepted = client.get(deliveries, params={"filter[response_status]": "5xx,429"}, headers=tenant.headers)
+    assert accepted.status_code == 200 and accepted.json()["data"] == []
+
+
 def _list_operations() -> list[tuple[str, str, list[str]]]:
     """Return (operationId, path, filter names) of every operation with `filter[...]` parameters."""
     found = []
@@ -198,6 +212,25 @@ def _list_operations() -> list[tuple[str, str, list[str]]]:
             if method == "get" and isinstance(op, dict) and spec.filters(op["operationId"]):
                 found.append((op["operationId"], path, list(spec.filters(op["operationId"]))))
     return found
+
+
+def test_every_filter_given_a_value_of_no_form_names_what_it_takes(client, tenant):
+    """Each filter of each list, sent a value no filter takes, answers 422 naming its values, forms or formats."""
+    hook = make_webhook(client, tenant)
+    values = {"risk": tenant.risk, "webhook": hook["uuid"]}
+    operations = _list_operations()
+    assert {op for op, _path, _names in operations} >= {"listRisks", "listDrivers", "listDeliveries", "listWebhooks"}
+    for op_id, path, names in operations:
+        url = path.format(**values)
+        for name in names:
+            response = client.get(url, params={f"filter[{name}]": "~\x00~"}, headers=tenant.headers)
+            (text,) = errors_of(response)[f"filter[{name}]"]
+            assert " Allowed " in text and not text.endswith("field format is invalid."), (op_id, name, text)
+            schema = spec.filters(op_id)[name]
+            if "x-form" in schema:
+                assert text.endswith(f"Allowed form: {schema['x-form']}."), (op_id, name, text)
+            if "x-choices" in schema:
+                assert listing(spec.schema(schema["x-choices"])["enum"]) in text, (op_id, name, text)
 
 
 def test_a_choice_filters_pattern_takes_exactly_its_enum():

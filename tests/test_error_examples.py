@@ -162,3 +162,13 @@ def test_422_examples_of_fixed_choice_filters_are_the_answers(client, tenant):
     name = client.get("/event-types", params={"filter[name]": "driver.sold"}, headers=tenant.headers)
     _path, _method, op = spec.operation("listEventTypes")
     assert (name.status_code, name.json()) == (422, op["responses"]["422"]["content"]["application/json"]["example"])
+
+
+def test_422_examples_of_filters_of_a_form_are_the_answers(client, tenant):
+    """A filter of another form, given a value that is not of it, names the form, as the examples show."""
+    year = client.get(tenant.url("/vehicles"), params={"filter[year]": "2019-2021"}, headers=tenant.headers)
+    assert (year.status_code, year.json()) == (422, example("InvalidListQuery", "filterFormat"))
+    hook = make_webhook(client, tenant)
+    params = {"filter[response_status]": "server"}
+    status = client.get(f"/webhooks/{hook['uuid']}/deliveries", params=params, headers=tenant.headers)
+    assert (status.status_code, status.json()) == (422, example("InvalidListQuery", "filterResponseStatus"))

@@ -38,6 +38,7 @@ MESSAGES = {
     "in.allowed": "The selected :attribute is invalid. Allowed values are :values.",
     "profile_type": "The selected :attribute is invalid. Allowed values are `:type` (the risk profile's type).",
     "json_object": "The request body must be a JSON object.",
+    "regex.form": "The :attribute field format is invalid. Allowed form: :form.",
     "date_range": (
         "The :attribute field must be a valid date range. Allowed formats are `FROM,TO`, each empty or one of :formats."
     ),

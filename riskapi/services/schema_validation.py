@@ -240,6 +240,9 @@ def _message(kind: str, error: ValidationError, schema: dict, attr: str) -> str:
         # A comma list of a fixed choice names the schema whose enum it takes (`x-choices`), to list it.
         if "x-choices" in schema:
             return message("in.allowed", attr, values=listing(spec.schema(schema["x-choices"])["enum"]))
+        # Another list filter names its form in words (`x-form`): integers, UUIDs, status codes or classes.
+        if "x-form" in schema:
+            return message("regex.form", attr, form=schema["x-form"])
         # A schema may name its own words (`x-message`), e.g. a cursor: malformed or forged, it is "invalid";
         # and the forms it takes (`x-formats`), e.g. a date range.
         return message(schema.get("x-message", "regex"), attr, formats=listing(schema.get("x-formats", ())))
