@@ -99,6 +99,8 @@ def test_401_examples_are_the_answers(client, tenant):
     assert (none.status_code, none.json()) == (401, example("Unauthorized", "noToken"))
     bad = client.get(tenant.url("/drivers"), headers={"Authorization": "Bearer rk_not_a_token"})
     assert (bad.status_code, bad.json()) == (401, example("Unauthorized", "badToken"))
+    malformed = client.get(tenant.url("/drivers"), headers={"Authorization": f"Token {tenant.token}"})
+    assert (malformed.status_code, malformed.json()) == (401, example("Unauthorized", "malformedHeader"))
 
 
 def test_404_examples_are_the_answers(client, tenant):

@@ -21,6 +21,27 @@ def test_other_agencys_risk_is_404_like_a_missing_one(client, tenant, other_tena
         assert posted.status_code == 404
 
 
+def test_a_malformed_authorization_header_is_shown_the_form(client, tenant):
+    """Another scheme, no scheme, no token, a space in it, or not a token of the issued form: a 401 showing `Bearer rk_...`."""
+    text = "Unauthenticated: The Authorization header must be `Bearer rk_...` (Bearer, a space, the token)."
+    for header in (
+        f"Token {tenant.token}",
+        tenant.token,
+        "Bearer",
+        "Basic abc",
+        f"Bearer {tenant.token[:8]} {tenant.token[8:]}",
+        "Bearer nope",
+        f"Bearer {tenant.agency.uuid}",
+    ):
+        response = client.get(tenant.url("/drivers"), headers={"Authorization": header})
+        assert (response.status_code, response.json()) == (401, {"message": text, "status": 401}), header
+        assert response.headers["WWW-Authenticate"] == "Bearer"
+    unknown = client.get(tenant.url("/drivers"), headers={"Authorization": "Bearer rk_" + "x" * 43})
+    assert unknown.json() == {"message": "Unauthenticated: Provided token is not valid.", "status": 401}
+    for header in (f"Bearer {tenant.token}", f"bearer {tenant.token}", f"Bearer  {tenant.token}"):
+        assert client.get(tenant.url("/drivers"), headers={"Authorization": header}).status_code == 200, header
+
+
 def test_unknown_route_and_method(client, tenant):
     assert client.get("/nope", headers=tenant.headers).json() == {"message": "Not found.", "status": 404}
     response = client.put(tenant.url("/drivers"), json={}, headers=tenant.headers)

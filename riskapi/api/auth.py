@@ -1,9 +1,11 @@
 """Bearer-token authentication: a token names one agency."""
 
+import functools
 import threading
 
 import cachetools
 
+import spec
 from models import connection, utcnow
 from models.tenancy import Token
 
@@ -42,3 +44,30 @@ def token_info(token: str) -> dict[str, int] | None:
     with _lock:
         _cache[token] = (agency_id, expires)
     return {"sub": agency_id}
+
+
+@functools.lru_cache(maxsize=1)
+def _token_form() -> str:
+    """Return how the spec shows a token (its bearer scheme's `bearerFormat`, `rk_...`)."""
+    schemes = spec.raw()["components"]["securitySchemes"].values()
+    return next(scheme["bearerFormat"] for scheme in schemes if scheme.get("scheme") == "bearer")
+
+
+def expected_form() -> str:
+    """Return the form of an Authorization header, for a 401 to show: `Bearer rk_...`."""
+    return f"Bearer {_token_form()}"
+
+
+def malformed(header: str | None) -> bool:
+    """Tell whether an Authorization header is there but not `Bearer <token>` with a token of the issued form.
+
+    Another scheme, no token, a space inside it, or a token without the issued prefix (`rk_`, the spec's
+    bearerFormat before its `...`). Only what a 401 says depends on it: every token is still looked up.
+    """
+    if header is None or not header.strip():
+        return False
+    parts = header.split(maxsplit=1)  # as Connexion reads it: the scheme, then the rest
+    if len(parts) < 2 or parts[0].lower() != "bearer":
+        return True
+    token = parts[1].strip()
+    return any(c.isspace() for c in token) or not token.startswith(_token_form().removesuffix("..."))

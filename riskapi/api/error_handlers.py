@@ -11,7 +11,7 @@ from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from starlette.exceptions import HTTPException
 
 import spec
-from riskapi.api import precognition
+from riskapi.api import auth, precognition
 from riskapi.exceptions import ApiError, ValidationFailed
 
 log = logging.getLogger("riskapi")
@@ -65,7 +65,10 @@ def _on_problem(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     status: int = getattr(exc, "status", 0) or getattr(exc, "status_code", 500)
     detail = getattr(exc, "detail", None)
     message = _TEXTS.get(status) or detail or "Request failed."
-    if status == 401 and detail:
+    if status == 401 and auth.malformed(request.headers.get("Authorization")):
+        # Connexion says "No authorization token provided" of another scheme: show the form instead.
+        message = f"Unauthenticated: The Authorization header must be `{auth.expected_form()}` (Bearer, a space, the token)."
+    elif status == 401 and detail:
         message = "Unauthenticated: " + str(detail).rstrip(".") + "."
     headers: dict[str, str] = {}
     if status == 401:
