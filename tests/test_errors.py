@@ -46,7 +46,26 @@ def test_unknown_route_and_method(client, tenant):
     assert client.get("/nope", headers=tenant.headers).json() == {"message": "Not found.", "status": 404}
     response = client.put(tenant.url("/drivers"), json={}, headers=tenant.headers)
     assert response.status_code == 405
-    assert response.json()["status"] == 405
+    text = "The method is not allowed for this URL. Allowed methods are `GET, POST`."
+    assert response.json() == {"message": text, "status": 405}
+    assert response.headers["Allow"] == "GET, POST"
+
+
+def test_a_405_names_the_allowed_methods_in_its_body(client, tenant):
+    """Whichever layer refuses the method (Connexion's routing or ours), the body names what the Allow header does."""
+    for method, path in (
+        ("OPTIONS", tenant.url("/drivers")),
+        ("GET", tenant.url()),
+        ("PUT", "/webhooks"),
+        ("DELETE", "/openapi.json"),
+    ):
+        response = client.request(method, path, headers=tenant.headers)
+        assert response.status_code == 405, (method, path, response.text)
+        allowed = response.headers["Allow"]
+        assert allowed and response.json() == {
+            "message": f"The method is not allowed for this URL. Allowed methods are `{allowed}`.",
+            "status": 405,
+        }, (method, path)
 
 
 def test_non_json_body_is_415(client, tenant):

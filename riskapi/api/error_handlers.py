@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException
 import spec
 from riskapi.api import auth, precognition
 from riskapi.exceptions import ApiError, ValidationFailed
+from riskapi.services.messages import listing
 
 log = logging.getLogger("riskapi")
 
@@ -42,10 +43,18 @@ def _on_validation(request: ConnexionRequest, exc: ValidationFailed) -> Connexio
     return validation_response(request, exc.errors, exc.selectable)
 
 
+def _not_allowed(request: ConnexionRequest, headers: dict[str, str]) -> ConnexionResponse:
+    """Answer 405 naming the methods the spec declares for the path, in the body and in `Allow`."""
+    methods = spec.allowed_methods(request.url.path)
+    headers["Allow"] = ", ".join(methods)
+    text = f"{_TEXTS[405]} Allowed methods are {listing(methods)}."
+    return json_response(405, {"message": text, "status": 405}, headers)
+
+
 def _on_api_error(request: ConnexionRequest, exc: ApiError) -> ConnexionResponse:
     headers: dict[str, str] = dict(exc.headers)
     if exc.status == 405:
-        headers["Allow"] = ", ".join(spec.allowed_methods(request.url.path))
+        return _not_allowed(request, headers)
     return json_response(exc.status, {"message": exc.message, "status": exc.status}, headers)
 
 
@@ -74,7 +83,7 @@ def _on_problem(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
     if status == 405:
-        headers["Allow"] = ", ".join(spec.allowed_methods(request.url.path))
+        return _not_allowed(request, headers)
     return json_response(status, {"message": message, "status": status}, headers)
 
 
