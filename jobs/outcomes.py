@@ -9,7 +9,9 @@ for another attempt (how long: `next_delay`, which honours a receiver's Retry-Af
 failed for good; the budget is the delivery row's `tries` against RISKAPI_WEBHOOK_RETRY_DELAYS. Once
 committed (`conclude`), the attempt is counted and logged, and a due retry raises AttemptFailed, for
 `schedule` to give it the RQ job that will make it, under a deterministic id (jobs.queue.retry_id). A
-worker's recorder thread (jobs.recorder) calls these.
+worker's recorder thread (jobs.recorder) calls these. An attempt whose webhook or delivery was deleted
+while it was in flight has no row left to be written to (its attempt row's foreign key fails): `record`
+logs it as such (WEBHOOK_DELETED, DELIVERY_DELETED), one attempt line, nothing written and nothing lost.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import orjson
+import peewee
 import redis
 from rq import Queue
 
@@ -39,6 +42,11 @@ log = logging.getLogger("riskapi.delivery")
 RETRY_AFTER_MIN = 1.0
 RETRY_AFTER_CAP = 3600.0
 ZAPIER_GONE = 410
+# The outcome of an attempt whose rows were deleted while it was in flight: nothing to write, nothing lost.
+WEBHOOK_DELETED = "webhook deleted meanwhile"
+DELIVERY_DELETED = "delivery deleted meanwhile"
+# Outcomes that settle no delivery (the metrics count none of them as settled).
+_UNSETTLED = frozenset({"superseded", WEBHOOK_DELETED, DELIVERY_DELETED})
 
 
 class AttemptFailed(Exception):
@@ -176,11 +184,28 @@ def record(
     """Write an attempt and its consequences in one transaction; return the outcome, or raise AttemptFailed to retry.
 
     next_job names the RQ job that will make the next attempt, when it is not the delivery's own
-    (jobs.queue.retry_id): the relay's rescue looks that job up.
+    (jobs.queue.retry_id): the relay's rescue looks that job up. When the webhook or the delivery was
+    deleted meanwhile, nothing is written: the attempt's line says so, and its outcome is returned.
     """
-    with models.atomic():
-        written = write(delivery, generation, webhook, started, result, settings, next_job)
+    try:
+        with models.atomic():
+            written = write(delivery, generation, webhook, started, result, settings, next_job)
+    except peewee.IntegrityError:
+        deleted = _deleted(delivery, webhook)
+        if deleted is None:
+            raise  # a constraint broken with every row there: a bug, for the caller to log
+        observe(delivery, webhook, result, deleted, delivery.tries + 1)
+        return deleted
     return conclude(delivery, webhook, result, *written)
+
+
+def _deleted(delivery: Delivery, webhook: Webhook) -> str | None:
+    """Return which of an attempt's rows is gone (the attempt row's foreign key found no delivery), or None."""
+    if not Webhook.select(Webhook.id).where(Webhook.id == webhook.id).exists():
+        return WEBHOOK_DELETED  # its deliveries went with it (ON DELETE CASCADE)
+    if not Delivery.select(Delivery.id).where(Delivery.id == delivery.id).exists():
+        return DELIVERY_DELETED
+    return None
 
 
 Written = tuple[str, int, int, datetime.datetime | None]  # outcome, rows changed, tries, next attempt
@@ -278,7 +303,7 @@ def observe(delivery: Delivery, webhook: Webhook, result: Result, outcome: str, 
     metrics.ATTEMPTS.labels("succeeded" if result.ok else "failed").inc()
     if outcome == "retry":
         metrics.RETRIES.inc()
-    elif outcome != "superseded":
+    elif outcome not in _UNSETTLED:
         metrics.SETTLED.labels("succeeded" if outcome == "succeeded" else "failed").inc()
     if attempts.isEnabledFor(logging.INFO):
         status = result.status if result.status is not None else "-"
@@ -287,6 +312,8 @@ def observe(delivery: Delivery, webhook: Webhook, result: Result, outcome: str, 
 
 
 __all__ = [
+    "DELIVERY_DELETED",
+    "WEBHOOK_DELETED",
     "Attempted",
     "AttemptFailed",
     "Decision",

@@ -147,7 +147,8 @@ class Recorder:
         except DATABASE_AWAY:
             raise
         except Exception:
-            # Unrecorded (a bug, or a row gone): the claim expires and the relay's rescue hands it back.
+            # Unrecorded (a bug: a webhook or delivery deleted meanwhile is record's outcome, no error): the claim
+            # expires and the relay's rescue hands it back.
             log.exception("delivery %s: recording the attempt failed", delivery.uuid)
         self._after(item, webhook, result)
 

@@ -139,12 +139,14 @@ class LocalReceiver:
     def __init__(self, status: int = 200):
         self.status = status
         self.received: list[tuple[dict, bytes]] = []
+        self.as_got: list[list[tuple[str, str]]] = []  # each POST's headers as they came: every one, in order, its case
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 owner.received.append(({name.lower(): value for name, value in self.headers.items()}, body))
+                owner.as_got.append(list(self.headers.items()))
                 self.send_response(owner.status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -250,6 +252,14 @@ def check_forwarded(local_receiver, secret, session, tenant, client, cli):
         (driver_headers["service-delivery"], "succeeded", [200]),
         (form_headers["service-delivery"], "succeeded", [200]),
     ]
+    # Each attempt's request headers are those the receiver got: every one, in the order and the case they came in
+    # (a webhook's Content-Type and lowercase webhook-id, not urllib's Content-type and Webhook-Id), and no other.
+    for delivery, got in zip(log, local_receiver.as_got, strict=True):
+        assert list(delivery["data"]["attempts"][0]["request_headers"].items()) == got
+        assert [name for name, _ in got] == [
+            "Host", "Content-Type", "User-Agent", "Service-Event", "Service-Delivery", "Service-Signature", "Service-Webhook",
+            "webhook-id", "webhook-timestamp", "webhook-signature", "Content-Length",
+        ]  # fmt: skip
     # Ctrl-C ended the session: its stream is gone, and events after it make no delivery for it.
     assert wait_until(lambda: client.get(f"/listen-sessions/{session}/stream", headers=tenant.headers).status_code == 404, 30)
     after = client.post("/event-types/form.completed/trigger", headers=tenant.headers).json()

@@ -1,6 +1,9 @@
 """jobs.recorder: outcomes are written, and no claim lapses while its outcome waits to be written."""
 
 import dataclasses
+import json
+import logging
+import threading
 import time
 
 import peewee
@@ -14,6 +17,10 @@ from jobs.lines import Engine, Item
 from models import utcnow
 from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Webhook, pack_events
 from riskapi.webhooks import outbox
+from tests.support import make_webhook
+from tests.webhook_support import add_driver, settled
+from toolkit.receiver import Reply
+from toolkit.serving import wait_until
 
 
 @pytest.fixture
@@ -92,14 +99,92 @@ def test_outcomes_waiting_together_are_written_in_one_go_with_their_retries(engi
     assert not engine.recorder._unrecorded
 
 
-def test_one_outcome_that_cannot_be_written_does_not_cost_the_others(engine, claim):
-    """The batch's transaction fails as a whole; written one by one, every other outcome is kept."""
+def attempt_lines(caplog) -> list[dict]:
+    """Return the fields of the attempt lines logged (riskapi.attempts, INFO), in order."""
+    return [record.fields for record in caplog.records if record.name == "riskapi.attempts"]
+
+
+def errors(caplog) -> list[logging.LogRecord]:
+    """Return the records logged at ERROR or above, or with a traceback."""
+    return [record for record in caplog.records if record.levelno >= logging.ERROR or record.exc_info]
+
+
+def test_one_outcome_that_cannot_be_written_does_not_cost_the_others(engine, claim, caplog):
+    """The batch's transaction fails as a whole; written one by one, every other outcome is kept. The one whose delivery
+    was deleted meanwhile is an attempt line saying so, at INFO: no error, no traceback."""
+    caplog.set_level(logging.INFO)
     (first, webhook), (gone, _), (last, _) = claim(3)
     Delivery.delete().where(Delivery.id == gone.delivery.id).execute()  # its attempt row now breaks a foreign key
     batch = [(item, webhook, utcnow(), transport.Result(200, None, 3)) for item in (first, gone, last)]
     engine.recorder._settle_all(batch)
     assert [Delivery.get_by_id(item.delivery.id).status for item in (first, last)] == [SUCCEEDED, SUCCEEDED]
     assert Attempt.select().where(Attempt.delivery.in_([first.delivery.id, last.delivery.id])).count() == 2
+    outcomes = {line["delivery"]: line["outcome"] for line in attempt_lines(caplog)}
+    assert outcomes == {str(first.delivery.uuid): "succeeded", str(gone.delivery.uuid): "delivery deleted meanwhile",
+                        str(last.delivery.uuid): "succeeded"}  # fmt: skip
+    assert errors(caplog) == [] and not engine.recorder._unrecorded
+
+
+def test_outcomes_of_a_webhook_deleted_meanwhile_are_info_lines_naming_their_deliveries(engine, claim, caplog):
+    """Its deliveries went with it (ON DELETE CASCADE): nothing left to write and nothing lost, which one INFO line per
+    attempt says, naming the delivery, alone or in a batch; no ERROR, no traceback, nothing kept, attempts go on."""
+    caplog.set_level(logging.INFO)
+    (alone, webhook), (first, _), (second, _) = claim(3)
+    Webhook.delete().where(Webhook.id == webhook.id).execute()
+    recorder = engine.recorder
+    recorder._settle_each([(alone, webhook, utcnow(), transport.Result(500, None, 3))])
+    recorder._settle_all([(item, webhook, utcnow(), transport.Result(200, None, 3)) for item in (first, second)])
+    lines = attempt_lines(caplog)
+    assert [(line["delivery"], line["webhook"], line["attempt"], line["outcome"]) for line in lines] == [
+        (str(item.delivery.uuid), str(webhook.uuid), 1, "webhook deleted meanwhile") for item in (alone, first, second)
+    ]
+    assert [record.levelno for record in caplog.records if record.name == "riskapi.attempts"] == [logging.INFO] * 3
+    assert errors(caplog) == []
+    assert not Attempt.select().where(Attempt.delivery.in_([i.delivery.id for i in (alone, first, second)])).exists()
+    assert not recorder._kept and not recorder._unrecorded and not engine._paused
+    assert recorder.target.scheduled_job_registry.get_job_ids() == []  # no retry for the failed one: it is gone
+
+
+def test_a_webhook_deleted_while_its_attempt_is_in_flight_is_an_info_line_of_the_worker(
+    client, tenant, receiver, start_worker, monkeypatch, connection
+):
+    """Over HTTP, a real worker: the receiver holds the attempt of one webhook's delivery while the webhook is deleted
+    through the API. The worker's JSON log has that attempt's INFO line naming the delivery and saying its webhook was
+    deleted meanwhile, and no ERROR or traceback; the other webhook's delivery of the same event is delivered and
+    recorded once, the deleted one was sent once and left no row."""
+    monkeypatch.setenv("RISKAPI_LOG_FORMAT", "json")
+    monkeypatch.setenv("RISKAPI_ACCESS_LOG", "1")
+    answer = threading.Event()
+    receiver.responses = lambda request: Reply(200, until=answer) if request.path.endswith("/doomed") else Reply(200)
+    worker = start_worker(timeout="60")  # roomy: the attempt is held while the test deletes its webhook
+    doomed = make_webhook(client, tenant, url=receiver.url + "/doomed")
+    kept = make_webhook(client, tenant, url=receiver.url + "/kept")
+    add_driver(client, tenant)
+    assert receiver.wait_for(2), worker.output()
+    sent = {request.path: request.headers["service-delivery"] for request in receiver.requests}
+    deleted = client.request("DELETE", "/webhooks", json={"data": [{"object": "webhook", "uuid": doomed["uuid"]}]},
+                             headers=tenant.headers)  # fmt: skip
+    assert deleted.status_code == 200, deleted.text
+    answer.set()
+
+    def lines() -> list[dict]:
+        return [json.loads(line) for line in worker.output().splitlines() if line.startswith("{")]
+
+    def attempted(delivery: str) -> list[dict]:
+        return [line for line in lines() if line["logger"] == "riskapi.attempts" and line["delivery"] == delivery]
+
+    assert wait_until(lambda: attempted(sent["/hook/doomed"]), timeout=60), worker.output()
+    assert [(line["level"], line["webhook"], line["outcome"]) for line in attempted(sent["/hook/doomed"])] == [
+        ("INFO", doomed["uuid"], "webhook deleted meanwhile")
+    ]
+    [log] = settled(client, tenant, kept)
+    assert (log["uuid"], [a["status"] for a in log["data"]["attempts"]]) == (sent["/hook/kept"], [200])
+    assert [line["outcome"] for line in attempted(sent["/hook/kept"])] == ["succeeded"]
+    assert [line for line in lines() if line["level"] in ("ERROR", "CRITICAL") or "traceback" in line] == []
+    assert "Traceback" not in worker.output(), worker.output()
+    assert client.get(f"/webhooks/{doomed['uuid']}/deliveries", headers=tenant.headers).status_code == 404
+    assert not Delivery.select().where(Delivery.uuid == sent["/hook/doomed"]).exists()
+    assert sorted(request.path for request in receiver.requests) == ["/hook/doomed", "/hook/kept"]
 
 
 def test_outcomes_the_database_cannot_take_wait_for_it_and_no_attempt_starts_meanwhile(engine, claim, monkeypatch):

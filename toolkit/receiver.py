@@ -58,6 +58,7 @@ class Reply:
     trickle_head: bool = False  # with trickle, drip the status line and headers too
     content_length: int | None = None  # declared length, to lie about the body
     hold: float = 0.0  # keep the connection open this long after the body
+    until: threading.Event | None = None  # send nothing until this is set (or the receiver closes): an attempt held in flight
 
     @classmethod
     def redirect(cls, location: str, status: int = 302) -> Reply:
@@ -249,6 +250,9 @@ class Receiver:
         # Waiting on the stop event lets close() cut every stall short.
         if reply.delay and self._stop.wait(reply.delay):
             return
+        while reply.until is not None and not reply.until.wait(0.05):
+            if self._stop.is_set():
+                return
         declared = len(reply.body) if reply.content_length is None else reply.content_length
         head = [f"HTTP/1.1 {reply.status} {_reason(reply.status)}"]
         head += [f"{name}: {value}" for name, value in reply.headers.items()]

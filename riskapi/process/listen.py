@@ -10,6 +10,7 @@ runtime installs. `trigger` sends an event type's example (POST /event-types/{ev
 from __future__ import annotations
 
 import datetime
+import http.client
 import json
 import time
 import urllib.error
@@ -35,12 +36,12 @@ class Unreachable(ListenError):
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    # A redirect fails a webhook's attempt: the local receiver's 3xx is reported as it is, not followed.
+    # The API's 3xx is an answer, not followed (nor is the local receiver's: `forward` follows none either).
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None
 
 
-# No proxy from the environment: the service and the receiver are reached as given (a local receiver above all).
+# No proxy from the environment: the service is reached as given (and the local receiver, by `forward`, too).
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects())
 
 
@@ -115,21 +116,40 @@ BODY_KEPT = 16 * 1024
 
 def forward(url: str, delivery: dict) -> dict[str, Any]:
     """POST a delivery to the local URL as a webhook gets it; return the attempt to report: status, error,
-    duration_ms, the request's headers as sent and the answer (null when none came)."""
+    duration_ms, the request's headers as sent and the answer (null when none came).
+
+    Sent as a worker sends a webhook's (jobs.https.transport): Host, the delivery's headers with their names as
+    they are (urllib would have recased them, `Content-type`, `Webhook-Id`, and added its own), then
+    Content-Length; nothing else. So the headers reported are every one the receiver got, as it got them."""
     body = delivery["body"].encode()
-    request = urllib.request.Request(url, data=body, headers=delivery["headers"], method="POST")
-    sent = {**dict(request.header_items()), "Host": urllib.parse.urlsplit(url).netloc, "Content-Length": str(len(body))}
+    parts = urllib.parse.urlsplit(url)
+    sent = {"Host": parts.netloc.rpartition("@")[2], **delivery["headers"], "Content-Length": str(len(body))}
     started = time.monotonic()
-    response: dict[str, Any] | None = None
+    status, error, response = None, None, None
     try:
-        with _DIRECT.open(request, timeout=FORWARD_TIMEOUT) as answer:
-            status, error, response = answer.status, None, _answer(answer.status, answer.headers, answer)
-    except urllib.error.HTTPError as exc:
-        status, error, response = exc.code, None, _answer(exc.code, exc.headers, exc)
-    except (urllib.error.URLError, OSError) as exc:
-        status, error = None, str(getattr(exc, "reason", exc))[:1000]
+        status, response = _post(parts, body, sent)
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        error = (str(exc) or type(exc).__name__)[:1000]
     ms = int((time.monotonic() - started) * 1000)
     return {"status": status, "error": error, "duration_ms": ms, "request_headers": sent, "response": response}
+
+
+def _post(parts: urllib.parse.SplitResult, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    """POST body with exactly these headers (no proxy, no redirect followed); return the status and the answer."""
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http:// or https:// URL: {parts.geturl()}")
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = kind(parts.hostname, parts.port, timeout=FORWARD_TIMEOUT)
+    try:
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        connection.putrequest("POST", target, skip_host=True, skip_accept_encoding=True)
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        connection.endheaders(body)
+        answer = connection.getresponse()
+        return answer.status, _answer(answer.status, answer.headers, answer)
+    finally:
+        connection.close()
 
 
 def _answer(status: int, headers: Any, stream: Any) -> dict[str, Any]:
