@@ -8,7 +8,7 @@ import peewee
 
 import models
 from handlers import common
-from handlers.webhooks import webhook_of
+from handlers.webhooks import sendable_webhook_of, webhook_of
 from models import delivery_states, timestamp
 from models.webhooks import FAILED, PENDING, SKIPPED, Attempt, Delivery, Event, Webhook
 from riskapi.exceptions import ApiError
@@ -80,7 +80,7 @@ def get_delivery(agency_id: int, webhook: str, delivery: str) -> flask.Response:
 def redeliver(agency_id: int, webhook: str, delivery: str) -> flask.Response:
     """Start a new round of attempts for a delivery (same event, same Service-Delivery id)."""
     with models.atomic():
-        hook = webhook_of(agency_id, webhook)
+        hook = sendable_webhook_of(agency_id, webhook)
         found = _delivery_of(hook, delivery)
         if hook.disabled is not None:
             raise ApiError(409, "The webhook is disabled; re-enable it first.")
@@ -97,11 +97,11 @@ def recover_deliveries(agency_id: int, webhook: str) -> flask.Response:
     since = list_query.moment(payload["since"], Delivery.created, upper=False)
     until = list_query.moment(payload["until"], Delivery.created, upper=False) if payload.get("until") else None
     # An unknown webhook is a 404 before any rule across the body's fields, as for every other operation.
-    webhook_of(agency_id, webhook)
+    sendable_webhook_of(agency_id, webhook)
     if until is not None and until <= since:
         bulk_write.fail_if(bulk_write.Errors({"until": [message("after", "until", date="since")]}))
     with models.atomic():
-        hook = webhook_of(agency_id, webhook)
+        hook = sendable_webhook_of(agency_id, webhook)
         if hook.disabled is not None:
             raise ApiError(409, "The webhook is disabled; re-enable it first.")
         # Skipped ones too (made while it was disabled): each once, and the relay takes them oldest first.

@@ -25,6 +25,21 @@ def webhook_of(agency_id: int, webhook_uuid: str, sessions: bool = False) -> Web
     return found
 
 
+# A listen session's uuid reads like a webhook's in its delivery log, but nothing is sent to it again.
+LISTEN_SESSION = (
+    "The uuid names a listen session (`riskapi listen`), which is neither pinged nor retried: "
+    "send it an event with `riskapi trigger EVENT`."
+)
+
+
+def sendable_webhook_of(agency_id: int, webhook_uuid: str) -> Webhook:
+    """Return the agency's webhook for a ping, redeliver or recover; a listen session's uuid answers 409 saying so."""
+    found = webhook_of(agency_id, webhook_uuid, sessions=True)
+    if found.type == LISTEN:
+        raise ApiError(409, LISTEN_SESSION)
+    return found
+
+
 # ---- operations -----------------------------------------------------------------------------------
 
 
@@ -67,7 +82,7 @@ def rotate_secret(agency_id: int, webhook: str) -> flask.Response:
 def ping_webhook(agency_id: int, webhook: str) -> flask.Response:
     """Send a webhook.ping event to one webhook."""
     with models.atomic():
-        found = webhook_of(agency_id, webhook)
+        found = sendable_webhook_of(agency_id, webhook)
         if found.disabled is not None:
             raise ApiError(409, "The webhook is disabled; re-enable it first.")
         accepted = outbox.ping(found)

@@ -16,6 +16,7 @@ import httpx
 import pytest
 import standardwebhooks
 
+import spec
 from jobs import retention
 from models import utcnow
 from models.tenancy import Risk
@@ -90,9 +91,33 @@ def test_a_session_is_not_a_webhook_of_the_plan_nor_of_the_list(client, tenant):
     session = open_session(client, tenant)
     listed = client.get("/webhooks", headers=tenant.headers).json()["data"]
     assert [w["uuid"] for w in listed] == [hook["uuid"]]
-    assert client.post(f"/webhooks/{session['uuid']}/ping", headers=tenant.headers).status_code == 404
+    assert client.post(f"/webhooks/{session['uuid']}/rotate-secret", headers=tenant.headers).status_code == 404
     triggered = client.post("/event-types/form.completed/trigger", headers=tenant.headers).json()
     assert sorted(d["webhook"] for d in triggered["deliveries"]) == sorted([hook["uuid"], session["uuid"]])
+
+
+def test_ping_redeliver_and_recover_of_a_session_say_it_is_a_session_that_is_not_pinged_nor_retried(client, tenant, other_tenant):
+    session = open_session(client, tenant, events=["form.completed"])
+    (made,) = client.post("/event-types/form.completed/trigger", headers=tenant.headers).json()["deliveries"]
+    url = f"/listen-sessions/{session['uuid']}/deliveries/{made['delivery']}/attempts"
+    assert client.post(url, json={"status": 500, "duration_ms": 3}, headers=tenant.headers).status_code == 201
+    hook = f"/webhooks/{session['uuid']}"
+    operations = [
+        (f"{hook}/ping", None),
+        (f"{hook}/deliveries/{made['delivery']}/redeliver", None),
+        (f"{hook}/recover", {"since": "2020-01-01T00:00:00Z"}),
+    ]
+    responses = spec.resolved()["components"]["responses"]
+    shown = responses["WebhookDisabledOrWriteInProgress"]["content"]["application/json"]["examples"]["listenSession"]["value"]
+    assert shown["message"].startswith("The uuid names a listen session")
+    for path, body in operations:
+        for headers in (tenant.headers, {**tenant.headers, "Precognition": "true"}):  # a dry-run too
+            answer = client.post(path, json=body, headers=headers)
+            assert (answer.status_code, answer.json()) == (409, shown), path
+        assert client.post(path, json=body, headers=other_tenant.headers).status_code == 404  # another agency's: unknown
+    # Nothing was sent again: the delivery stands as its one attempt left it.
+    log = client.get(f"{hook}/deliveries", headers=tenant.headers).json()["data"]
+    assert [(d["uuid"], d["data"]["status"], len(d["data"]["attempts"])) for d in log] == [(made["delivery"], "failed", 1)]
 
 
 def test_a_dry_run_opens_nothing_and_triggers_nothing(client, tenant):
