@@ -62,11 +62,15 @@ def test_quickstart_exports_a_tenant_the_api_answers_for(tmp_path):
         app = create_app(Settings(database_url=url, validate_responses=True))
         with ServerThread(app, free_port()) as server:
             # As the README and serve's greeting say: eval its lines; RISKAPI_API_URL is the API it exports.
-            script = f'eval "$({sys.executable} -m riskapi.process quickstart)" && printf "%s\\n" "$API" "$TOKEN" "$RISK" "$H"'
+            script = (
+                f'eval "$({sys.executable} -m riskapi.process quickstart)" && '
+                'printf "%s\\n" "$API" "$TOKEN" "$RISK" "$H" "$RISKAPI_API_URL" "$RISKAPI_TOKEN"'
+            )
             env = {**os.environ, "DATABASE_URL": url, "RISKAPI_API_URL": f"{server.url}/api/v1"}
             done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=True)
-            api, token, risk, header = done.stdout.splitlines()
+            api, token, risk, header, api_url, api_token = done.stdout.splitlines()
             assert api == f"{server.url}/api/v1" and header == f"Authorization: Bearer {token}"
+            assert (api_url, api_token) == (api, token)  # what `listen` and `trigger` read, no --token in `ps`
             auth = {"Authorization": f"Bearer {token}"}
             listed = httpx.get(f"{api}/risks", headers=auth).json()["data"]
             assert [(r["uuid"], r["data"]) for r in listed] == [(risk, {"type": "commercial", "name": "Fleet"})]
@@ -74,9 +78,9 @@ def test_quickstart_exports_a_tenant_the_api_answers_for(tmp_path):
     finally:
         models.bind(os.environ["DATABASE_URL"])
     (agency,) = lines(url, "agency", "list")
-    assert agency["name"] == "Acme Insurance"
+    assert agency["name"] == "Acme Insurance" and agency["webhook_limit"] == 10  # RISKAPI_DEFAULT_WEBHOOK_LIMIT's default
     assert lines(url, "token", "list", "--agency", agency["uuid"])[0]["prefix"] == token[:11]
-    flags = ["--name", "Beta", "--risk-name", "Vans", "--api-url", "http://127.0.0.1:9000/api/v1/"]
+    flags = ["--name", "Beta", "--risk-name", "Vans", "--webhook-limit", "1000000", "--api-url", "http://127.0.0.1:9000/api/v1/"]
     printed = subprocess.run(
         [sys.executable, "-m", "riskapi.process", "quickstart", *flags],
         env={**os.environ, "DATABASE_URL": url},
@@ -85,6 +89,8 @@ def test_quickstart_exports_a_tenant_the_api_answers_for(tmp_path):
         check=True,
     ).stdout
     assert "export API=http://127.0.0.1:9000/api/v1\n" in printed and printed.startswith("# agency 'Beta'")
+    assert "export RISKAPI_API_URL=http://127.0.0.1:9000/api/v1\n" in printed  # what `listen` and `trigger` read
+    assert [(a["name"], a["webhook_limit"]) for a in lines(url, "agency", "list")][1] == ("Beta", 1000000)
 
 
 def test_agency_list_and_risk_list_find_a_lost_uuid(tmp_path):
@@ -150,7 +156,8 @@ def test_serve_says_where_it_listens_how_to_make_a_tenant_and_is_ready_with_its_
     base = f"http://127.0.0.1:{port}/api/v1"
     assert lines[0] == f"riskapi: serving {base} (docs: {base}/docs/, spec: {base}/openapi.yaml)"
     assert lines[1] == "riskapi: no agency yet; make one, its token and a risk profile with"
-    assert f'  eval "$(python3 dev.py riskapi quickstart --api-url {base})"' in lines[2]  # its $API is this server
+    # The README's command, its $API this server's.
+    assert f'  eval "$(python3 dev.py riskapi quickstart --api-url {base} | tee tenant.env)"' in lines[2]
     assert 'python3 dev.py riskapi agency create --name "Acme Insurance"' in output
     assert "Warning" not in output and "Traceback" not in output, output
 

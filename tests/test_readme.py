@@ -8,6 +8,7 @@ the served app: curl as written (only `-w` appended, for the status), the comman
 documented success status of its operation, in JSON, and match the answer the README shows under it.
 """
 
+import glob
 import json
 import os
 import re
@@ -22,6 +23,8 @@ import pytest
 import models
 import spec
 from models.tenancy import Agency
+from riskapi.process.serve import EXPORTS, greeting, quickstart_command
+from riskapi.process.tenancy import DEFAULT_API_URL
 from riskapi.webhooks import signing
 from tests.support import CREATED_AGENCIES
 from tests.test_examples import OPERATIONS, success_status
@@ -171,8 +174,10 @@ def test_the_readme_commands_run_and_answer_as_shown(server, settings):
                 for line in run(quickstart.group(1), values, env).splitlines()
                 if line.startswith("export ")
             )
-            assert set(exported) == {"API", "AGENCY", "TOKEN", "RISK", "H"}, exported
+            assert set(exported) == {"API", "AGENCY", "TOKEN", "RISK", "H", "RISKAPI_API_URL", "RISKAPI_TOKEN"}, exported
             assert exported["H"] == f"Authorization: Bearer {exported['TOKEN']}"
+            # What `riskapi listen` and `trigger` read, so that no example passes the token in argv.
+            assert (exported["RISKAPI_API_URL"], exported["RISKAPI_TOKEN"]) == (exported["API"], exported["TOKEN"])
             values.update({"AGENCY": exported["AGENCY"], "rk_...": exported["TOKEN"], "RISK": exported["RISK"]})
             with models.db.connection_context():
                 CREATED_AGENCIES.append(Agency.get(Agency.uuid == exported["AGENCY"]).id)
@@ -213,6 +218,39 @@ def test_the_readme_commands_run_and_answer_as_shown(server, settings):
         if shown:
             matches(lenient_json(shown), answer, values)
     assert {"DRIVER_UUID", "VEHICLE_UUID", "PREMISE_UUID", "WEBHOOK_UUID", "DELIVERY_UUID"} <= set(values)
+
+
+def test_serve_greets_with_the_readme_quickstart_command_word_for_word():
+    """The command `serve` shows on an empty database is the quick start's line (tee tenant.env included)."""
+    with open(README, encoding="utf-8") as handle:
+        text = handle.read()
+    lines = {line for block in blocks(text, "sh") for line in block.splitlines()}
+    shown = [line.strip() for line in greeting(DEFAULT_API_URL, empty=True).splitlines() if "quickstart" in line]
+    assert shown == [quickstart_command(DEFAULT_API_URL) + "   " + EXPORTS]
+    assert shown[0] in lines
+    # On another port it passes the URL on, as the README says: `quickstart --api-url http://127.0.0.1:9000/api/v1`.
+    other = quickstart_command("http://127.0.0.1:9000/api/v1")
+    assert other == 'eval "$(python3 dev.py riskapi quickstart --api-url http://127.0.0.1:9000/api/v1 | tee tenant.env)"'
+    assert QUICKSTART.match(other) and "`quickstart --api-url http://127.0.0.1:9000/api/v1`" in text
+    assert "no agency yet" not in greeting(DEFAULT_API_URL, empty=False)
+
+
+# A token in a command's arguments shows in `ps` (and in the logs of tools that echo commands): the examples rely on
+# RISKAPI_TOKEN and RISKAPI_API_URL, which quickstart exports.
+TOKEN_IN_ARGV = re.compile(r"--token[= ]")
+DOCUMENTS = [README, "clients/README.md", *sorted(glob.glob("docs/*.md"))]
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_no_example_passes_a_token_on_the_command_line(document):
+    with open(document, encoding="utf-8") as handle:
+        text = handle.read()
+    code = [line for language in ("sh", "ini", "python", "ts") for block in blocks(text, language) for line in block.splitlines()]
+    assert [line for line in code if TOKEN_IN_ARGV.search(line)] == []
+    cli = [line for line in code if re.search(r"riskapi (listen|trigger)\b", line)]
+    assert all("--api-url" not in line for line in cli), cli
+    if document == README:
+        assert len(cli) == 2  # listen and trigger, reading RISKAPI_API_URL and RISKAPI_TOKEN
 
 
 @pytest.fixture

@@ -90,24 +90,38 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1, worker: bo
             shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
+# What quickstart exports (riskapi.process.tenancy.cmd_quickstart), as README.md's quick start says it.
+EXPORTS = "# exports API, AGENCY, TOKEN, RISK, H, RISKAPI_API_URL and RISKAPI_TOKEN"
+
+
+def quickstart_command(base: str) -> str:
+    """Return the quick start's command, README.md's word for word, making a tenant whose $API is `base`."""
+    # Any URL but quickstart's default is passed on, so that the $API it exports is this one.
+    url = "" if base == DEFAULT_API_URL else f" --api-url {base}"
+    return f'eval "$(python3 dev.py riskapi quickstart{url} | tee tenant.env)"'
+
+
+def greeting(base: str, empty: bool) -> str:
+    """Return what serve says when it starts: where the API listens and, with no agency yet, how to make one."""
+    lines = [f"riskapi: serving {base} (docs: {base}/docs/, spec: {base}/openapi.yaml)"]
+    if empty:
+        lines += [
+            "riskapi: no agency yet; make one, its token and a risk profile with",
+            f"  {quickstart_command(base)}   {EXPORTS}",
+            "or step by step:",
+            '  python3 dev.py riskapi agency create --name "Acme Insurance"',
+            "  python3 dev.py riskapi token create --agency AGENCY_UUID",
+            "  python3 dev.py riskapi risk create --agency AGENCY_UUID --type commercial",
+        ]
+    return "\n".join(lines)
+
+
 def _greet(host: str, port: int) -> None:
     """Say where the API listens, and how to make a first tenant when there is none."""
     base = f"http://{host}:{port}{spec.base_path()}"
-    print(f"riskapi: serving {base} (docs: {base}/docs/, spec: {base}/openapi.yaml)", flush=True)
     with models.db.connection_context():
         empty = not Agency.select().exists()
-    if empty:
-        # Any URL but quickstart's default is passed on, so that the $API it exports is this one.
-        url = "" if base == DEFAULT_API_URL else f" --api-url {base}"
-        print(
-            "riskapi: no agency yet; make one, its token and a risk profile with\n"
-            f'  eval "$(python3 dev.py riskapi quickstart{url})"   # exports API, TOKEN, RISK and H\n'
-            "or step by step:\n"
-            '  python3 dev.py riskapi agency create --name "Acme Insurance"\n'
-            "  python3 dev.py riskapi token create --agency AGENCY_UUID\n"
-            "  python3 dev.py riskapi risk create --agency AGENCY_UUID --type commercial",
-            flush=True,
-        )
+    print(greeting(base, empty), flush=True)
 
 
 def _exit_on_signal(signum: int, frame: types.FrameType | None) -> None:

@@ -22,8 +22,9 @@ Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 def cmd_quickstart(args: argparse.Namespace, settings: Settings) -> None:
     """Create an agency, its token and a commercial risk profile; print the shell lines that export them."""
     bind(settings)
+    limit = args.webhook_limit if args.webhook_limit is not None else settings.default_webhook_limit
     with models.db.connection_context(), models.atomic():
-        agency = Agency.create(name=args.name, webhook_limit=settings.default_webhook_limit)
+        agency = Agency.create(name=args.name, webhook_limit=limit)
         token = Token.issue(agency)
         risk = Risk.create(agency=agency, type="commercial", name=args.risk_name)
     exports = {
@@ -33,6 +34,8 @@ def cmd_quickstart(args: argparse.Namespace, settings: Settings) -> None:
         "RISK": str(risk.uuid),
         "H": f"Authorization: Bearer {token}",
     }
+    # What `riskapi listen` and `trigger` read instead of --api-url and --token (a token in argv shows in `ps`).
+    exports |= {"RISKAPI_API_URL": exports["API"], "RISKAPI_TOKEN": token}
     # Shell lines, not JSON: `eval "$(riskapi quickstart)"` sets what every README example uses.
     lines = [
         f"# agency {agency.name!r}, its token (shown once, stored only as a hash) and the commercial risk profile {risk.name!r}",
@@ -82,9 +85,15 @@ def add_commands(commands: Commands, agency: Commands, risk: Commands) -> None:
     quickstart.add_argument("--name", default="Acme Insurance", help="the agency's name (default: %(default)s)")
     quickstart.add_argument("--risk-name", default="Fleet", help="the risk profile's name (default: %(default)s)")
     quickstart.add_argument(
+        "--webhook-limit",
+        type=int,
+        default=None,
+        help=f"its limit of active webhooks (default: RISKAPI_DEFAULT_WEBHOOK_LIMIT, else {Settings.default_webhook_limit})",
+    )
+    quickstart.add_argument(
         "--api-url",
         default=os.environ.get("RISKAPI_API_URL") or DEFAULT_API_URL,
-        help=f"the API's base URL to export as API (default: RISKAPI_API_URL, else {DEFAULT_API_URL})",
+        help=f"the API's base URL to export as API and RISKAPI_API_URL (default: RISKAPI_API_URL, else {DEFAULT_API_URL})",
     )
     quickstart.set_defaults(func=cmd_quickstart)
     agency.add_parser("list", help=cmd_agency_list.__doc__).set_defaults(func=cmd_agency_list)
