@@ -93,6 +93,19 @@ def test_a_port_in_use_stops_serve_at_once(tmp_path):
     assert run.returncode != 0 and "Address already in use" in run.stderr
 
 
+def test_one_process_serve_on_a_port_in_use_says_so_and_never_serving(tmp_path):
+    """The README's fuzz run beside the quick start's: a second serve on a taken port fails before "serving"."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/taken.db")
+        argv = [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port), "--no-worker"]
+        run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0 and f"cannot listen on 127.0.0.1:{port}: Address already in use" in run.stderr
+    assert "serving" not in run.stdout and "quickstart" not in run.stdout
+
+
 def test_only_listening_sockets_of_the_group_are_given_connections():
     """The socket serve holds (bound, not listening) must never be handed a connection."""
     held = reuse_port_socket("127.0.0.1", 0)

@@ -51,10 +51,11 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1, worker: bo
     formats.setup(settings.log_format)
     models.bind(settings.database_url)
     migrations.upgrade()
-    # With several API processes the port is held here (bound, not listening) before anything starts:
-    # a port in use stops serve at once, and the processes join the port's SO_REUSEPORT group.
+    # The port is taken before anything starts or anything is said: a port in use stops serve at once,
+    # and "serving" is printed only once it is ours. One API process listens on it here; several are
+    # started later, each with a socket of its own in the port's SO_REUSEPORT group (held, not listening).
     try:
-        held = listener.reuse_port_socket(host, port) if workers > 1 else None
+        held = listener.listening_socket(host, port) if workers == 1 else listener.reuse_port_socket(host, port)
     except OSError as exc:
         raise SystemExit(f"riskapi: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     embedded = None
@@ -71,21 +72,19 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1, worker: bo
     # uvicorn re-raises the SIGTERM it handled once it has shut down: make that unwind through `finally`
     # (as SIGINT's KeyboardInterrupt does) instead of killing the process with its children left behind.
     signal.signal(signal.SIGTERM, _exit_on_signal)
-    supervisor = Supervisor(settings, embedded, worker=worker, api=(host, port, workers) if held else None)
+    supervisor = Supervisor(settings, embedded, worker=worker, api=(host, port, workers) if workers > 1 else None)
     supervisor.start()
     try:
-        if held is None:
+        if workers == 1:
             # log_config=None: uvicorn's lines keep the one format set above.
-            uvicorn.run(
-                "riskapi.api.app:asgi", factory=True, host=host, port=port, log_level="warning", access_log=False, log_config=None
-            )
+            config = uvicorn.Config("riskapi.api.app:asgi", factory=True, log_level="warning", access_log=False, log_config=None)
+            uvicorn.Server(config).run(sockets=[held])
         else:
             while supervisor.thread.is_alive():
                 supervisor.thread.join(1.0)  # signals still reach this thread between joins
     finally:
         supervisor.stop()
-        if held is not None:
-            held.close()
+        held.close()
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
 

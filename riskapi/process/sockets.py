@@ -39,6 +39,20 @@ def reuse_port_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """Return a TCP socket listening on host:port, this process's alone (no SO_REUSEPORT: a port in use fails here)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: restart past TIME_WAIT
+        sock.bind((host, port))
+        sock.listen(BACKLOG)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def start(host: str, port: int, env: dict) -> subprocess.Popen:
     """Start one API process in a session of its own (serve stops it in order), dying with its parent."""
     code = "import sys; from riskapi.process.sockets import run; run(sys.argv[1], int(sys.argv[2]))"
