@@ -29,3 +29,41 @@ def test_a_method_override_that_disagrees_with_the_body_is_the_documented_422(cl
     assert answer.json()["errors"]["_method"] == ["The _method field must match the X-HTTP-Method-Override header."]
     described = " ".join(spec.operation("overrideRiskData")[2]["description"].split())
     assert "The _method field must match the X-HTTP-Method-Override header." in described
+
+
+def test_a_sort_naming_more_fields_than_its_schema_allows_is_refused(client, tenant):
+    most = spec.operation("listDrivers")[2]["parameters"]
+    (sort,) = [p for p in most if p.get("name") == "sort"]
+    limit = sort["schema"]["maxItems"]
+    too_many = "&".join(["sort=number"] * (limit + 1))
+    answer = client.get(tenant.url("/drivers") + "?" + too_many, headers=tenant.headers)
+    assert answer.status_code == 422
+    assert answer.json()["errors"] == {"sort": [f"The sort field must not have more than {limit} items."]}
+    assert client.get(tenant.url("/drivers") + "?" + "&".join(["sort=number"] * limit), headers=tenant.headers).status_code == 200
+
+
+def test_a_date_filter_takes_february_29_exactly_in_leap_years(client, tenant):
+    pattern = re.compile(spec.resolved()["components"]["schemas"]["DateRangeFilter"]["pattern"])
+    for year in (1900, 2000, 2024, 2100, 2400, 3500):
+        leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+        assert bool(pattern.fullmatch(f"{year:04d}-02-29,")) == leap, year
+        answer = client.get(
+            tenant.url("/drivers"), params={"filter[license_expiration]": f"{year}-02-29,"}, headers=tenant.headers
+        )
+        assert answer.status_code == (200 if leap else 422), (year, answer.text)
+
+
+def test_a_url_field_takes_ascii_only_as_its_uri_format_says(client, tenant):
+    refused = client.post(
+        tenant.url("/drivers"), json=items("driver", {"image": "https://\u00d0.example"}), headers=tenant.headers
+    )
+    assert refused.status_code == 422 and list(refused.json()["errors"]) == ["data.0.data.image"]
+    taken = client.post(
+        tenant.url("/drivers"), json=items("driver", {"image": "https://xn--d-sfa.example/%C3%90"}), headers=tenant.headers
+    )
+    assert taken.status_code == 201, taken.text
+
+
+def test_a_recover_until_not_after_since_is_the_rule_the_spec_states(client, tenant):
+    until = spec.resolved()["components"]["schemas"]["WebhookRecover"]["properties"]["until"]
+    assert until["x-after"] == "since" and "The until field must be a date after since." in " ".join(until["description"].split())

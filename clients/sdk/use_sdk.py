@@ -74,7 +74,6 @@ from riskapi_client.models import (
     IsDisabledFilter,
     ListDeliveriesSortItem,
     ListDriversSortItem,
-    MethodOverride,
     NestedAddressCreate,
     ObjectKind,
     OverrideDelete,
@@ -409,7 +408,6 @@ def bulk_writes(s: Session, made: dict) -> None:
     override = override_risk_data.sync_detailed(
         s.risk,
         client=s.client,
-        x_http_method_override=MethodOverride.PATCH,
         body=OverrideUpdate(
             field_method=OverrideUpdateMethod.PATCH,
             data=[
@@ -418,7 +416,7 @@ def bulk_writes(s: Session, made: dict) -> None:
         ),
     )
     check(
-        "overrideRiskData (X-HTTP-Method-Override: PATCH): a typed UpdatedDriver, its data a DriverData",
+        "overrideRiskData (_method: PATCH): a typed UpdatedDriver, its data a DriverData",
         isinstance(override.parsed, ChangedObjectList)
         and isinstance(override.parsed.data[0], UpdatedDriver)
         and override.parsed.data[0].data.percent_use == 50,

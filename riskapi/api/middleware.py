@@ -12,7 +12,10 @@ from riskapi.exceptions import ApiError, ValidationFailed
 from riskapi.services import messages
 
 # What a POST may stand for, and where: the spec's overrideRiskData.
-_METHODS = set(spec.schema("MethodOverride")["enum"])
+# What a POST to /risks/{risk}/data may stand for: the methods its body's `_method` maps.
+_METHODS = list(
+    spec.operation("overrideRiskData")[2]["requestBody"]["content"]["application/json"]["schema"]["discriminator"]["mapping"]
+)
 _OVERRIDABLE = spec.path_pattern("overrideRiskData")
 
 
@@ -126,7 +129,9 @@ class BodyMiddleware:
     async def _override(self, scope: Scope, receive: Receive, headers: Headers) -> tuple[Scope, Receive]:
         header = headers.get("x-http-method-override")
         if header is not None and header.upper() not in _METHODS:
-            return scope, receive  # stays POST, whose header parameter answers 422
+            # Read before routing (the spec's overrideRiskData), so refused here, naming what it may say.
+            allowed = messages.message("in.allowed", "X-HTTP-Method-Override", values=messages.listing(_METHODS))
+            raise ValidationFailed({"X-HTTP-Method-Override": [allowed]})
         chunks: list[bytes] = []
         more = True
         while more:

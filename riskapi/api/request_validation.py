@@ -219,6 +219,8 @@ class ParamValidator(ParameterValidator):
             if offending:
                 shown = [a for a in allowed if not str(a).startswith("-")]
                 errors[name] = [_names_error(name, [str(v) for v in offending], shown)]
+            else:  # the names known: the rest of its schema (how many it may name)
+                errors.update(compiled(schema).errors(values, name))
             return
         if schema.get("type") == "object" and isinstance(value, dict):
             allowed = list(schema.get("properties", {}))

@@ -59,7 +59,9 @@ def _is_uri(value: object) -> bool:
         return True
     try:
         parts = urlsplit(value)
-        return parts.scheme in {"http", "https"} and bool(parts.hostname) and not any(c.isspace() for c in value)
+        # RFC 3986: ASCII only (an IRI's other characters are percent-encoded, an IDN host is punycode).
+        ascii_ = value.isascii() and value.isprintable()
+        return parts.scheme in {"http", "https"} and bool(parts.hostname) and ascii_ and not any(c.isspace() for c in value)
     except ValueError:
         return False
 
