@@ -11,20 +11,28 @@ turns from positive to negative or back, and what the service accepts is unchang
 - a bulk update or delete names webhooks that exist: each uuid becomes one of the agency's own;
 - a `cursor` is one the service signed for that list and sort: it becomes the one the first page
   gives, or is left out when there is no second page;
-- `_method` and `X-HTTP-Method-Override`, when both are sent, name the same method;
 - a webhook url's host is public: a host under a name the spec lists as never public
   (WebhookUrl's `x-not-public-names`) gets `.com` added;
 - a webhook's own header names are HTTP tokens, unique regardless of case, and none the delivery
   sets itself (WebhookHeaders' `x-name-pattern`, `x-refused-names`, `x-refused-prefixes`): a name
   that breaks one becomes `X-Fuzz-<n>`, its value kept;
-- an update's `type` is the webhook's own (it cannot be changed).
+- an update's `type` is the webhook's own (it cannot be changed);
+- a risk-data write follows InvalidWrite's rules: an update's or delete's `uuid` names an object of
+  its kind in the profile, once in the request (one made for it, unless it names one the run made:
+  a premise made for a delete has no buildings; a driver whose address is updated has one), a
+  `vehicle` or `premise` names one that exists, a `number` is one no object of its kind has,
+  `profile_type` is the profile's;
+- a recover's `until`, when given, is after its `since` (WebhookRecover's `x-after`).
 
-The fuzzer's token is FUZZ_TOKEN (README, "Fuzzing the API"); lookups go to the API under test.
+The fuzzer's token is FUZZ_TOKEN and its webhook FUZZ_WEBHOOK (README, "Fuzzing the API"), never
+named by a bulk update or delete, so the operations on it keep reaching it; lookups go to the API
+under test.
 """
 
 import os
 import re
 import uuid
+from datetime import datetime
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
@@ -34,7 +42,6 @@ HEADER = "Idempotency-Key"
 # The parameter's schema: 1 to 255 printable ASCII characters, no space at either end.
 VALID = re.compile(r"[!-~]([ -~]*[!-~])?")
 UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-OVERRIDE = "X-HTTP-Method-Override"
 # What a webhook made for a bulk update or delete to name looks like.
 SPARE_WEBHOOK = {
     "object": "webhook",
@@ -46,11 +53,14 @@ SPARE_WEBHOOK = {
 def before_call(ctx, case, **kwargs):
     """Make the request one a client following the spec's rules would send."""
     own_idempotency_key(case)
-    same_method(case)
     public_urls(case)
     header_names(case)
     if case.operation.path == "/webhooks" and case.operation.method.lower() in {"patch", "delete"}:
         existing_webhooks(case)
+    if case.operation.path.startswith("/risks/{risk}/data"):
+        risk_data_rules(case)
+    if case.operation.path.endswith("/recover"):
+        until_after_since(case)
     if isinstance(case.query, dict) and _valid_cursor(case, case.query.get("cursor")):
         signed_cursor(case)
 
@@ -61,16 +71,6 @@ def own_idempotency_key(case) -> None:
     for name, value in list(headers.items()):
         if name.lower() == HEADER.lower() and isinstance(value, str) and len(value) <= 255 and VALID.fullmatch(value):
             headers[name] = str(uuid.uuid4())
-
-
-def same_method(case) -> None:
-    """With both `_method` and the override header sent, have the header name the body's method."""
-    headers = case.headers or {}
-    methods = case.operation.schema.raw_schema["components"]["schemas"]["MethodOverride"]["enum"]
-    method = case.body.get("_method") if isinstance(case.body, dict) else None
-    for name in list(headers):
-        if name.lower() == OVERRIDE.lower() and method in methods and headers[name] in methods:
-            headers[name] = method
 
 
 def public_urls(case) -> None:
@@ -135,6 +135,7 @@ def existing_webhooks(case) -> None:
     if not named:
         return
     listed = _api(case, "GET", "/webhooks", params={"per_page": 100}).json().get("data", [])
+    listed = [hook for hook in listed if hook["uuid"] != os.environ.get("FUZZ_WEBHOOK")]
     if len(listed) < len(named):
         made = _api(case, "POST", "/webhooks", json={"data": [SPARE_WEBHOOK] * (len(named) - len(listed))})
         listed += made.json().get("data", [])
@@ -160,3 +161,121 @@ def signed_cursor(case) -> None:
         del case.query["cursor"]
     else:
         case.query["cursor"] = cursor
+
+
+def until_after_since(case) -> None:
+    """Swap a recover's `until` and the field its `x-after` names when it is not after it (drop it when equal)."""
+    body = case.body if isinstance(case.body, dict) else {}
+    after = case.operation.schema.raw_schema["components"]["schemas"]["WebhookRecover"]["properties"]["until"]["x-after"]
+    since, until = _moment(body.get(after)), _moment(body.get("until"))
+    if since is None or until is None or until > since:
+        return
+    if until == since:
+        del body["until"]
+    else:
+        body[after], body["until"] = body["until"], body[after]
+
+
+def _moment(value) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00")) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return moment if moment is not None and moment.tzinfo is not None else None
+
+
+def risk_data_rules(case) -> None:
+    """Make each schema-valid item of a risk-data write name what exists in the profile, as a client would."""
+    items = case.body.get("data") if isinstance(case.body, dict) else None
+    kinds = case.operation.schema.raw_schema["components"]["schemas"]["ObjectKind"]["enum"]
+    items = [item for item in items or [] if isinstance(item, dict) and item.get("object") in kinds]
+    if not items:
+        return
+    risk = (case.path_parameters or {}).get("risk")
+    profile = _profile_type(case, risk)
+    if profile is None:  # not one of the agency's profiles: a 404 whatever the body says
+        return
+    named: set[tuple[str, str]] = set()
+    for item in items:
+        kind = item["object"]
+        if isinstance(item.get("profile_type"), str) and item["profile_type"] in PROFILE_TYPES:
+            item["profile_type"] = profile
+        uuid_ = item.get("uuid")
+        data = item.get("data") if isinstance(item.get("data"), dict) else {}
+        # One the run made (a link of the stateful phase) stays; one that names nothing becomes one made for it.
+        # A driver's address update names a driver with an address (one without gets it made: a create's rules).
+        needs = {"include": "address"} if kind == "driver" and isinstance(data.get("address"), dict) else {}
+        if isinstance(uuid_, str) and UUID.fullmatch(uuid_):
+            if (kind, uuid_) in named or not _exists(case, risk, kind, uuid_, **needs):
+                item["uuid"] = _made(case, risk, kind, {})["uuid"]
+            named.add((kind, item["uuid"]))  # each once in a request
+        for field in REFERENCES:
+            if isinstance(data.get(field), str) and UUID.fullmatch(data[field]):
+                data[field] = _existing(case, risk, field)["uuid"]
+            elif _is_number(data.get(field)):  # a reference by number
+                data[field] = _existing(case, risk, field)["data"]["number"]
+    # Numbers last: what was made above took numbers of its own.
+    numbers: dict[str, int] = {}
+    for item in items:
+        data = item.get("data")
+        if isinstance(data, dict) and _is_number(data.get("number")):
+            kind = item["object"]
+            numbers[kind] = numbers.get(kind) or _highest(case, risk, kind)
+            numbers[kind] += 1
+            data["number"] = numbers[kind]
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+ADDRESS = {"address": "1 Fuzz Street", "city": "Austin", "state": "TX", "zip": "78701"}
+PROFILE_TYPES = {"commercial", "personal"}
+# The reference fields, each naming an object of its own name's kind (InvalidWrite's description).
+REFERENCES = ("vehicle", "premise")
+_profiles: dict[str, str] = {}
+
+
+def _profile_type(case, risk) -> str | None:
+    if not isinstance(risk, str):
+        return None
+    if risk not in _profiles:
+        listed = _api(case, "GET", "/risks", params={"per_page": 100}).json()["data"]
+        _profiles.update({profile["uuid"]: profile["data"]["type"] for profile in listed})
+    return _profiles.get(risk)
+
+
+def _listing(case, risk: str, kind: str, **params) -> list[dict]:
+    answer = _api(case, "GET", f"/risks/{risk}/data/{kind}s", params={"per_page": 10, **params})
+    answer.raise_for_status()
+    return answer.json()["data"]
+
+
+def _exists(case, risk: str, kind: str, uuid_: str, **params) -> bool:
+    if kind == "address":
+        return False
+    listed = _listing(case, risk, kind, **{"filter[uuid]": uuid_}, **params)
+    return bool(listed) and all(listed[0]["relations"].get(name) for name in params.get("include", "").split(",") if name)
+
+
+def _highest(case, risk: str, kind: str) -> int:
+    listed = _listing(case, risk, kind, sort="-number")
+    return listed[0]["data"]["number"] if listed else 0
+
+
+def _existing(case, risk: str, kind: str) -> dict:
+    listed = _listing(case, risk, kind)
+    return listed[0] if listed else _made(case, risk, kind, {})
+
+
+def _made(case, risk: str, kind: str, data: dict) -> dict:
+    if kind == "address":  # a driver's: made with one
+        _made(case, risk, "driver", {})
+        return _listing(case, risk, "driver", sort="-number", include="address")[0]["relations"]["address"]
+    if kind == "driver":
+        data = {"address": {"data": ADDRESS}, **data}
+    if kind == "building":
+        data = {**data, "premise": _existing(case, risk, "premise")["uuid"]}
+    answer = _api(case, "POST", f"/risks/{risk}/data/{kind}s", json={"data": [{"object": kind, "data": data}]})
+    answer.raise_for_status()
+    return answer.json()["data"][0]
