@@ -211,6 +211,7 @@ BENIGN = {
         [*base()["paths"]["/things"]["get"]["parameters"], {"name": "filter[kind]", "in": "query", "schema": {"type": "string"}}],
     ),
     "pattern alternative added": None,
+    "request format widened (uri to iri)": None,
 }
 
 
@@ -225,6 +226,11 @@ def test_benign_edits_break_nothing(name):
         before, after = with_patterns("^(a|b)(,(a|b))*$", "^(a|b|c)(,(a|b|c))*$")
         assert spec_diff.compare(before, after).breaking() == []
         assert spec_diff.compare(after, before).breaking() != []
+        return
+    if name == "request format widened (uri to iri)":
+        before, after = edit((*CREATE, "name", "format"), "uri"), edit((*CREATE, "name", "format"), "iri")
+        assert spec_diff.compare(before, after).breaking() == []
+        assert spec_diff.compare(after, before).breaking() != []  # iri to uri narrows
         return
     changes = spec_diff.compare(base(), BENIGN[name])
     assert changes.breaking() == []

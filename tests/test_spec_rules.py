@@ -53,15 +53,17 @@ def test_a_date_filter_takes_february_29_exactly_in_leap_years(client, tenant):
         assert answer.status_code == (200 if leap else 422), (year, answer.text)
 
 
-def test_a_url_field_takes_ascii_only_as_its_uri_format_says(client, tenant):
-    refused = client.post(
-        tenant.url("/drivers"), json=items("driver", {"image": "https://\u00d0.example"}), headers=tenant.headers
-    )
-    assert refused.status_code == 422 and list(refused.json()["errors"]) == ["data.0.data.image"]
-    taken = client.post(
-        tenant.url("/drivers"), json=items("driver", {"image": "https://xn--d-sfa.example/%C3%90"}), headers=tenant.headers
-    )
+def test_a_url_field_is_an_iri_as_its_format_says_and_uri_would_be_ascii_only(client, tenant):
+    from riskapi.services.schema_validation import FORMATS
+
+    assert FORMATS["iri"]("https://\u00d0.example/caf\u00e9") and not FORMATS["uri"]("https://\u00d0.example/caf\u00e9")
+    assert FORMATS["uri"]("https://xn--d-sfa.example/caf%C3%A9")
+    schemas = spec.resolved()["components"]["schemas"]
+    assert schemas["DriverCreateData"]["properties"]["image"]["format"] == schemas["WebhookUrl"]["format"] == "iri"
+    taken = client.post(tenant.url("/drivers"), json=items("driver", {"image": "https://\u00d0.example"}), headers=tenant.headers)
     assert taken.status_code == 201, taken.text
+    refused = client.post(tenant.url("/drivers"), json=items("driver", {"image": "https://"}), headers=tenant.headers)
+    assert refused.status_code == 422 and list(refused.json()["errors"]) == ["data.0.data.image"]
 
 
 def test_a_recover_until_not_after_since_is_the_rule_the_spec_states(client, tenant):

@@ -20,6 +20,8 @@ from tools.spec_doc import deref, escape
 LOWER_BOUNDS = ("minimum", "minLength", "minItems", "minProperties")
 UPPER_BOUNDS = ("maximum", "maxLength", "maxItems", "maxProperties")
 EXACT = ("format", "pattern", "multipleOf")
+# JSON Schema's formats each of whose values the second takes too (an IRI may be any URI, and more).
+WIDER_FORMATS = {("uri", "iri"), ("uri-reference", "iri-reference"), ("email", "idn-email"), ("hostname", "idn-hostname")}
 
 
 @dataclass
@@ -169,7 +171,9 @@ class Walk:
                     (key in LOWER_BOUNDS and new_bound < old_bound) or (key in UPPER_BOUNDS and new_bound > old_bound)
                 )
                 looser = looser or (key == "pattern" and _alternatives_added(old_bound, new_bound))
-                if not looser:
+                if key == "format" and (old_bound, new_bound) in WIDER_FORMATS:
+                    self.add("changed", False, "request format widened", f"{old_bound!r} → {new_bound!r}", where, path)
+                elif not looser:
                     self.add("changed", True, f"request {key} narrowed", f"{old_bound!r} → {new_bound!r}", where, path)
             if after.bounds.get("uniqueItems") and not before.bounds.get("uniqueItems"):
                 self.add("changed", True, "request items now unique", name, where, path)

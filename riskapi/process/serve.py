@@ -78,7 +78,13 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1, worker: bo
         if workers == 1:
             # log_config=None: uvicorn's lines keep the one format set above.
             config = uvicorn.Config("riskapi.api.app:asgi", factory=True, log_level="warning", access_log=False, log_config=None)
-            uvicorn.Server(config).run(sockets=[held])
+            server = uvicorn.Server(config)
+            try:
+                server.run(sockets=[held])
+            except KeyboardInterrupt:
+                pass  # Ctrl-C: uvicorn has shut down gracefully (uvicorn.run does the same)
+            if not server.started:
+                raise SystemExit(3)  # uvicorn.run's STARTUP_FAILURE: the app did not start
         else:
             while supervisor.thread.is_alive():
                 supervisor.thread.join(1.0)  # signals still reach this thread between joins

@@ -54,16 +54,19 @@ def _is_uuid(value: object) -> bool:
     return len(value) == 36 and value.count("-") == 4
 
 
-def _is_uri(value: object) -> bool:
+def _is_iri(value: object) -> bool:
     if not isinstance(value, str):
         return True
     try:
         parts = urlsplit(value)
-        # RFC 3986: ASCII only (an IRI's other characters are percent-encoded, an IDN host is punycode).
-        ascii_ = value.isascii() and value.isprintable()
-        return parts.scheme in {"http", "https"} and bool(parts.hostname) and ascii_ and not any(c.isspace() for c in value)
+        return parts.scheme in {"http", "https"} and bool(parts.hostname) and not any(c.isspace() for c in value)
     except ValueError:
         return False
+
+
+def _is_uri(value: object) -> bool:
+    # RFC 3986: ASCII only (an IRI's other characters are percent-encoded, an IDN host is punycode).
+    return _is_iri(value) and (not isinstance(value, str) or (value.isascii() and value.isprintable()))
 
 
 def _is_datetime(value: object) -> bool:
@@ -76,7 +79,7 @@ def _is_datetime(value: object) -> bool:
     return True
 
 
-FORMATS = {"date": _is_date, "uuid": _is_uuid, "uri": _is_uri, "date-time": _is_datetime}
+FORMATS = {"date": _is_date, "uuid": _is_uuid, "uri": _is_uri, "iri": _is_iri, "date-time": _is_datetime}
 FORMAT_CHECKER = FormatChecker()
 for _name, _check in FORMATS.items():
     FORMAT_CHECKER.checks(_name)(_check)
@@ -207,7 +210,7 @@ def _messages(error: ValidationError, prefix: str) -> Iterator[tuple[str, str]]:
 
 
 _TYPES = {"number": "numeric", "string": "string", "boolean": "boolean", "array": "array", "object": "object"}
-_FORMATS = {"date": "date", "uuid": "uuid", "uri": "url", "date-time": "date"}
+_FORMATS = {"date": "date", "uuid": "uuid", "uri": "url", "iri": "url", "date-time": "date"}
 
 
 def _message(kind: str, error: ValidationError, schema: dict, attr: str) -> str:
