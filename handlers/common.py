@@ -12,7 +12,6 @@ import orjson
 import peewee
 from connexion import context
 
-import models
 import spec
 from handlers import settings
 from models.tenancy import AppKey, Risk
@@ -115,24 +114,9 @@ def list_page_with_children(
     filters: Any,
     sort: list[str] | None,
 ) -> flask.Response:
-    """Answer a list page whose rows (dicts) are read with their children (children(ids) -> {id: [...]}) in one snapshot.
-
-    One snapshot: a child written between the two reads would show beside its parent's state from before it.
-    Only these two reads: a write the request makes (the cursor key's first use) stays out of it, and SQLite's
-    writers are not held.
-    """
-    found: dict[int, list[dict]] = {}
-
-    def fetch(query: Any) -> list[dict]:
-        with models.snapshot():
-            page = list(query)
-            found.update(children([row["id"] for row in page]))
-        return page
-
-    def render_rows(page: list[dict]) -> list[dict]:
-        return [render_row(row, found[row["id"]]) for row in page]
-
-    return list_page(model, rows_query, scope_id, per_page, cursor, filters, sort, render_rows, fetch)
+    """Answer a list page whose rows (dicts) are read with their children (children(ids) -> {id: [...]}) in one snapshot."""
+    page = list_query.WithChildren(children, render_row)
+    return list_page(model, rows_query, scope_id, per_page, cursor, filters, sort, page.render, page.fetch)
 
 
 @functools.cache

@@ -392,11 +392,11 @@ def test_serve_killed_outright_takes_its_worker_and_redis_down(tmp_path):
 def test_a_deliveries_page_shows_each_delivery_with_the_attempts_of_one_moment(client, tenant, settings, monkeypatch):
     from playhouse.db_url import connect
 
-    from handlers import deliveries as handler
+    from riskapi.services import webhook_ops
 
     hook = make_webhook(client, tenant)  # nothing sends to it here: its delivery waits, unattempted
     add_driver(client, tenant)
-    read_attempts = handler._attempts
+    read_attempts = webhook_ops.attempts
 
     def recorded_meanwhile(ids):
         # A worker records an attempt and settles the delivery, committed between the page's two reads.
@@ -409,10 +409,10 @@ def test_a_deliveries_page_shows_each_delivery_with_the_attempts_of_one_moment(c
         recorder.close()
         return read_attempts(ids)
 
-    monkeypatch.setattr(handler, "_attempts", recorded_meanwhile)
+    monkeypatch.setattr(webhook_ops, "attempts", recorded_meanwhile)
     [log] = client.get(f"/webhooks/{hook['uuid']}/deliveries", headers=tenant.headers).json()["data"]
     # The page is of the moment before the attempt: pending, and no attempt yet.
     assert (log["data"]["status"], log["data"]["attempts"]) == ("pending", [])
-    monkeypatch.setattr(handler, "_attempts", read_attempts)
+    monkeypatch.setattr(webhook_ops, "attempts", read_attempts)
     [log] = client.get(f"/webhooks/{hook['uuid']}/deliveries", headers=tenant.headers).json()["data"]
     assert (log["data"]["status"], [a["status"] for a in log["data"]["attempts"]]) == ("succeeded", [200])

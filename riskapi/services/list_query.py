@@ -269,3 +269,28 @@ def _any(clauses: list[peewee.ColumnBase]) -> peewee.ColumnBase:
     for clause in clauses[1:]:
         result |= clause
     return result
+
+
+class WithChildren:
+    """A list page whose rows (dicts) are read with their children (children(ids) -> {id: [...]}) in one snapshot.
+
+    One snapshot: a child written between the two reads would show beside its parent's state from before it.
+    Only these two reads: a write the request makes (the cursor key's first use) stays out of it, and SQLite's
+    writers are not held.
+    """
+
+    def __init__(self, children: Callable[[list[int]], dict[int, list[dict]]], render_row: Callable[[dict, list[dict]], dict]):
+        self.children = children
+        self.render_row = render_row
+        self.found: dict[int, list[dict]] = {}
+
+    def fetch(self, query: Any) -> list[dict]:
+        """Read the page's rows and their children as of one moment."""
+        with models.snapshot():
+            page = list(query)
+            self.found.update(self.children([row["id"] for row in page]))
+        return page
+
+    def render(self, page: list[dict]) -> list[dict]:
+        """Render each row of the page with its children."""
+        return [self.render_row(row, self.found[row["id"]]) for row in page]

@@ -30,7 +30,8 @@ from models.webhooks import (
     unpack_events,
 )
 from riskapi.exceptions import ApiError
-from riskapi.webhooks import requests, signing
+from riskapi.services import webhook_ops
+from riskapi.webhooks import outbox, requests, signing
 
 # A session lives this long after it was opened or its stream last said it is held.
 TTL = datetime.timedelta(seconds=60)
@@ -143,3 +144,28 @@ def record(session: Webhook, delivery_uuid: str, report: dict) -> int:
     outcome = SUCCEEDED if status is not None and 200 <= status < 300 else FAILED
     delivery_states.listen_settle(found.id, outcome, now)
     return found.id
+
+
+def open_session(
+    agency_id: int, events: list[str], forward_to: str | None, every_event: list[str], channels: list[str] | None
+) -> dict:
+    """Open a session of the agency (create's rules) and return it as the spec shows it."""
+    with models.atomic():
+        return render(create(agency_id, events, forward_to, every_event, channels))
+
+
+def record_attempt(agency_id: int, session_uuid: str, delivery_uuid: str, report: dict) -> dict:
+    """Record the local receiver's answer to a forwarded delivery of a live session; return the delivery with its attempts."""
+    with models.atomic():
+        delivery_id = record(live(agency_id, session_uuid), delivery_uuid, report)
+        return webhook_ops.rendered(delivery_id)
+
+
+def trigger(agency_id: int, event_type: str, data: dict) -> dict:
+    """Send an event type's data to the agency's live sessions and subscribed webhooks; return what was accepted and made."""
+    with models.atomic():
+        accepted, deliveries = outbox.trigger(agency_id, event_type, data)
+        hooks = {row["webhook"] for row in deliveries}
+        uuids = dict(models.tuples(Webhook.select(Webhook.id, Webhook.uuid).where(Webhook.id.in_(list(hooks))))) if hooks else {}
+    made = [{"webhook": str(uuids[row["webhook"]]), "delivery": str(row["uuid"])} for row in deliveries]
+    return {**accepted, "deliveries": made}
