@@ -69,3 +69,25 @@ def test_a_url_field_is_an_iri_as_its_format_says_and_uri_would_be_ascii_only(cl
 def test_a_recover_until_not_after_since_is_the_rule_the_spec_states(client, tenant):
     until = spec.resolved()["components"]["schemas"]["WebhookRecover"]["properties"]["until"]
     assert until["x-after"] == "since" and "The until field must be a date after since." in " ".join(until["description"].split())
+
+
+def test_every_query_string_is_bounded_so_a_request_target_fits_the_http_server():
+    """A value past its bound answers the service's 422, long before the HTTP server's 65,535-byte limit."""
+    unbounded = []
+    for path, item in spec.resolved()["paths"].items():
+        for method, operation in item.items():
+            for parameter in operation.get("parameters", []) if isinstance(operation, dict) else []:
+                schema = parameter.get("schema", {})
+                if parameter["in"] != "query" or schema.get("type") != "string" or "enum" in schema or "format" in schema:
+                    continue
+                # A pattern is bounded when nothing repeats without end (escapes and character classes aside).
+                pattern = re.sub(r"\[(\\.|[^\]])*\]", "", re.sub(r"\\.", "", schema.get("pattern", "")))
+                if "maxLength" not in schema and (not pattern or re.search(r"[*+]|\{\d+,\}", pattern)):
+                    unbounded.append(f"{method.upper()} {path} {parameter['name']}")
+    assert unbounded == []
+
+
+def test_a_list_filter_past_its_max_length_is_refused(client, tenant):
+    long = ",".join(["7"] * 501)  # 1001 characters
+    answer = client.get(tenant.url("/drivers"), params={"filter[number]": long}, headers=tenant.headers)
+    assert answer.status_code == 422 and list(answer.json()["errors"]) == ["filter[number]"]

@@ -22,7 +22,11 @@ turns from positive to negative or back, and what the service accepts is unchang
   a premise made for a delete has no buildings; a driver whose address is updated has one), a
   `vehicle` or `premise` names one that exists, a `number` is one no object of its kind has,
   `profile_type` is the profile's;
-- a recover's `until`, when given, is after its `since` (WebhookRecover's `x-after`).
+- a recover's `until`, when given, is after its `since` (WebhookRecover's `x-after`);
+- a request target fits the HTTP server's 65,535 bytes (the spec's conventions), which answers a longer
+  one in plain text before the API sees it: a query value over 8,000 characters (every value a query
+  parameter takes is under 4,000) is cut to one character over its `maxLength` (or to 200, a bounded
+  pattern's values being shorter), still one the schema refuses.
 
 The fuzzer's token is FUZZ_TOKEN and its webhook FUZZ_WEBHOOK (README, "Fuzzing the API"), never
 named by a bulk update or delete, so the operations on it keep reaching it; lookups go to the API
@@ -61,6 +65,7 @@ def before_call(ctx, case, **kwargs):
         risk_data_rules(case)
     if case.operation.path.endswith("/recover"):
         until_after_since(case)
+    fitting_url(case)
     if isinstance(case.query, dict) and _valid_cursor(case, case.query.get("cursor")):
         signed_cursor(case)
 
@@ -279,3 +284,34 @@ def _made(case, risk: str, kind: str, data: dict) -> dict:
     answer = _api(case, "POST", f"/risks/{risk}/data/{kind}s", json={"data": [{"object": kind, "data": data}]})
     answer.raise_for_status()
     return answer.json()["data"][0]
+
+
+# Every value a query parameter accepts is shorter (maxLength 3,700 at most, or a bounded pattern's).
+URL_CUT = 8000
+
+
+def fitting_url(case) -> None:
+    """Cut an over-long query value to one still refused, so that the request target fits the HTTP server's limit."""
+    for name, value in (case.query or {}).items() if isinstance(case.query, dict) else ():
+        if isinstance(value, str) and len(value) > URL_CUT:
+            limit = _query_schema(case, name).get("maxLength")
+            case.query[name] = value[: limit + 1 if isinstance(limit, int) else 200]
+
+
+def _query_schema(case, name: str) -> dict:
+    raw = case.operation.schema.raw_schema
+    path_item = raw["paths"][case.operation.path]
+    for parameter in [*path_item.get("parameters", []), *case.operation.definition.raw.get("parameters", [])]:
+        parameter = _resolved(raw, parameter)
+        if parameter.get("in") == "query" and parameter.get("name") == name:
+            return _resolved(raw, parameter.get("schema", {}))
+    return {}
+
+
+def _resolved(raw: dict, node: dict) -> dict:
+    while isinstance(node, dict) and "$ref" in node:
+        target = raw
+        for part in node["$ref"].removeprefix("#/").split("/"):
+            target = target[part]
+        node = target
+    return node
