@@ -42,3 +42,34 @@ def test_tox_fuzz_runs_the_readme_run_with_the_root_settings():
     section = readme[readme.index("## Fuzzing the API") : readme.index("## Command line")]
     assert "python3 -m tools.fuzz_seed" in section and "--checks all" in section
     assert ":8000" not in section  # its own port, beside the quick start's
+
+
+def test_the_hooks_take_a_body_of_any_shape_without_raising(monkeypatch):
+    """A refused case's body may be anything: the hooks leave what is not theirs alone (a crash fails the fuzz run)."""
+    import importlib.util
+    import sys
+    import types
+
+    import yaml
+
+    monkeypatch.setitem(sys.modules, "schemathesis", types.SimpleNamespace(hook=lambda function: function))
+    loaded = importlib.util.spec_from_file_location("fuzz_hooks", ROOT / "tools" / "schemathesis_hooks.py")
+    hooks = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(hooks)
+    raw = yaml.safe_load((ROOT / "spec" / "openapi.yaml").read_text())
+    odd = [None, 1, "x", [], {}, {"data": 1}, {"data": "x"}, {"data": [1, "x", None, [], {"object": 5}, {"uuid": 7}]}]
+    for path, method in [
+        ("/webhooks", "delete"),
+        ("/webhooks", "patch"),
+        ("/risks/{risk}/data", "delete"),
+        ("/webhooks/{webhook}/recover", "post"),
+    ]:
+        operation = types.SimpleNamespace(
+            path=path,
+            method=method,
+            schema=types.SimpleNamespace(raw_schema=raw),
+            definition=types.SimpleNamespace(raw=raw["paths"][path][method]),
+        )
+        for body in odd:
+            case = types.SimpleNamespace(operation=operation, body=body, headers={}, query={}, path_parameters={"risk": 5})
+            hooks.before_call(None, case)

@@ -132,10 +132,15 @@ def _api(case, method: str, path: str, **kwargs) -> requests.Response:
     return requests.request(method, case.operation.schema.get_base_url() + path, headers=headers, timeout=30, **kwargs)
 
 
+def _items(case) -> list[dict]:
+    """Return the objects of a bulk body's `data` list; none when the body or its `data` is of another shape."""
+    items = case.body.get("data") if isinstance(case.body, dict) else None
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+
 def existing_webhooks(case) -> None:
     """Have each schema-valid uuid of a bulk update or delete name a distinct webhook of the agency (made if need be)."""
-    items = case.body.get("data") if isinstance(case.body, dict) else None
-    named = [item for item in items or [] if isinstance(item, dict) and isinstance(item.get("uuid"), str)]
+    named = [item for item in _items(case) if isinstance(item.get("uuid"), str)]
     named = [item for item in named if UUID.fullmatch(item["uuid"])]
     if not named:
         return
@@ -191,9 +196,8 @@ def _moment(value) -> datetime | None:
 
 def risk_data_rules(case) -> None:
     """Make each schema-valid item of a risk-data write name what exists in the profile, as a client would."""
-    items = case.body.get("data") if isinstance(case.body, dict) else None
     kinds = case.operation.schema.raw_schema["components"]["schemas"]["ObjectKind"]["enum"]
-    items = [item for item in items or [] if isinstance(item, dict) and item.get("object") in kinds]
+    items = [item for item in _items(case) if isinstance(item.get("object"), str) and item["object"] in kinds]
     if not items:
         return
     risk = (case.path_parameters or {}).get("risk")
