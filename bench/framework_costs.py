@@ -2,7 +2,7 @@
 
     python -m bench.framework_costs              # a fresh SQLite file, 20,000 repetitions of each part
 
-Each cut would need the quarantined adapters (riskapi/api/connexion_internals.py) to grow, which issue 35
+Each cut would need the one adapter (riskapi/api/flask_bridge.py) to grow past public names, which issue 35
 forbids without a decision; this measures, in-process and on the real app, the work each would remove from a
 create of drivers, so the decision has its figures. Each part is run as the framework runs it per request,
 in a loop on one thread, and given in CPU µs per request (time.process_time):

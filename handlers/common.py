@@ -18,7 +18,7 @@ from models.tenancy import AppKey, Risk
 from riskapi.api import precognition
 from riskapi.exceptions import ApiError
 from riskapi.services import list_query, render
-from riskapi.services.bulk_write import Errors, Write, check, run
+from riskapi.services.bulk_write import Errors, Write, check, fail_if, run
 from riskapi.services.pagination import Paginator, PreparedPages, envelope
 
 _SECRET: list = []
@@ -54,10 +54,9 @@ def risk_of(agency_id: int, risk_uuid: str) -> Risk:
     return risk
 
 
-def body() -> tuple:
-    """Return the parsed body and its schema errors."""
-    ctx = context.context
-    return ctx.get("body"), Errors(ctx.get("body_errors") or {})
+def refuse(body_errors: dict | None) -> None:
+    """Answer 422 with the body's schema errors, if it has any (Connexion hands them over as `body_errors`)."""
+    fail_if(Errors(body_errors or {}))
 
 
 def cursor_secret() -> bytes:
@@ -125,10 +124,13 @@ def _listing(operation: str, model: render.Model) -> list_query.ListSpec:
     return list_query.ListSpec(operation, model)
 
 
-def bulk_write(status: int, write: Write) -> flask.Response:
-    """Answer a bulk write on its one path (riskapi.services.bulk_write): a dry-run only checks it, else applies it atomically."""
-    payload, errors = body()
-    if precognition.is_precognitive(flask.request.headers):
-        check(write, payload, errors)
+def bulk_write(status: int, write: Write, body: Any, body_errors: dict | None, dry_run: bool) -> flask.Response:
+    """Answer a bulk write on its one path (riskapi.services.bulk_write): a dry-run only checks it, else applies it atomically.
+
+    `body_errors` are the body's schema errors, which the rules add to; `dry_run` comes from riskapi.api.precognition.
+    """
+    errors = Errors(body_errors or {})
+    if dry_run:
+        check(write, body, errors)
         return precognition.passed()
-    return respond(status, {"data": run(write, payload, errors)})
+    return respond(status, {"data": run(write, body, errors)})

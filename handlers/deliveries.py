@@ -30,12 +30,11 @@ def redeliver(agency_id: int, webhook: str, delivery: str) -> flask.Response:
     return common.respond(202, {"data": webhook_ops.redeliver(agency_id, webhook, delivery)})
 
 
-def recover_deliveries(agency_id: int, webhook: str) -> flask.Response:
+def recover_deliveries(agency_id: int, webhook: str, body: Any = None, body_errors: dict | None = None) -> flask.Response:
     """Queue a new round of attempts for every failed or skipped delivery of a webhook created in a window."""
-    payload, errors = common.body()
-    bulk_write.fail_if(errors)
-    since = list_query.moment(payload["since"], Delivery.created, upper=False)
-    until = list_query.moment(payload["until"], Delivery.created, upper=False) if payload.get("until") else None
+    common.refuse(body_errors)
+    since = list_query.moment(body["since"], Delivery.created, upper=False)
+    until = list_query.moment(body["until"], Delivery.created, upper=False) if body.get("until") else None
     # An unknown webhook is a 404 before any rule across the body's fields, as for every other operation.
     webhook_ops.sendable_webhook_of(agency_id, webhook)
     if until is not None and until <= since:

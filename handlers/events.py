@@ -7,14 +7,13 @@ import flask
 import spec
 from handlers import common
 from models.webhooks import Event
-from riskapi.services import bulk_write, events
+from riskapi.services import events
 
 
-def publish_event(agency_id: int) -> flask.Response:
+def publish_event(agency_id: int, body: Any = None, body_errors: dict | None = None) -> flask.Response:
     """Record an event and queue a delivery to each active webhook of the agency subscribed to it."""
-    payload, errors = common.body()
-    bulk_write.fail_if(errors)
-    return common.respond(202, events.publish(agency_id, payload["event"], payload["data"], payload.get("channels")))
+    common.refuse(body_errors)
+    return common.respond(202, events.publish(agency_id, body["event"], body["data"], body.get("channels")))
 
 
 def list_event_types(agency_id: int, filter_: Any = None) -> flask.Response:

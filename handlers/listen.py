@@ -11,16 +11,15 @@ import flask
 import spec
 from handlers import common
 from riskapi.exceptions import ApiError
-from riskapi.services import bulk_write, listen_sessions
+from riskapi.services import listen_sessions
 
 
-def create_listen_session(agency_id: int) -> flask.Response:
+def create_listen_session(agency_id: int, body: Any = None, body_errors: dict | None = None) -> flask.Response:
     """Open a listen session for the agency's events."""
-    payload, errors = common.body()
-    bulk_write.fail_if(errors)
+    common.refuse(body_errors)
     every = spec.schema("EventName")["enum"]
     opened = listen_sessions.open_session(
-        agency_id, payload.get("events") or [], payload.get("forward_to"), every, payload.get("channels")
+        agency_id, body.get("events") or [], body.get("forward_to"), every, body.get("channels")
     )
     return common.respond(201, {"data": opened})
 
@@ -31,11 +30,12 @@ def stream_listen_session(agency_id: int, session: str, timeout: int = 300) -> f
     raise ApiError(503, "The stream is not served by this process.")
 
 
-def record_listen_attempt(agency_id: int, session: str, delivery: str) -> flask.Response:
+def record_listen_attempt(
+    agency_id: int, session: str, delivery: str, body: Any = None, body_errors: dict | None = None
+) -> flask.Response:
     """Record the local receiver's answer to a forwarded delivery and settle it."""
-    payload, errors = common.body()
-    bulk_write.fail_if(errors)
-    return common.respond(201, {"data": listen_sessions.record_attempt(agency_id, session, delivery, payload)})
+    common.refuse(body_errors)
+    return common.respond(201, {"data": listen_sessions.record_attempt(agency_id, session, delivery, body)})
 
 
 def trigger_event(agency_id: int, event_type: str) -> flask.Response:

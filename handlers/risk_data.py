@@ -39,9 +39,18 @@ def _pages(model: type[InRisk]) -> PreparedPages:
     )
 
 
-def _create(model: type[RiskObject], agency_id: int, risk: str, include: list[str] | None) -> flask.Response:
+def _create(
+    model: type[RiskObject],
+    agency_id: int,
+    risk: str,
+    include: list[str] | None,
+    body: Any,
+    body_errors: dict | None,
+    dry_run: bool,
+) -> flask.Response:
     """Create rows of one kind in a risk profile, in bulk, atomically (the one bulk-write path)."""
-    return common.bulk_write(201, risk_data_writes.Create(model, common.risk_of(agency_id, risk), include))
+    write = risk_data_writes.Create(model, common.risk_of(agency_id, risk), include)
+    return common.bulk_write(201, write, body, body_errors, dry_run)
 
 
 def list_drivers(
@@ -57,9 +66,16 @@ def list_drivers(
     return _list(Driver, agency_id, risk, per_page, cursor, filter_, sort, include)
 
 
-def create_drivers(agency_id: int, risk: str, include: list[str] | None = None) -> flask.Response:
+def create_drivers(
+    agency_id: int,
+    risk: str,
+    include: list[str] | None = None,
+    body: Any = None,
+    body_errors: dict | None = None,
+    dry_run: bool = False,
+) -> flask.Response:
     """Create drivers in bulk, atomically."""
-    return _create(Driver, agency_id, risk, include)
+    return _create(Driver, agency_id, risk, include, body, body_errors, dry_run)
 
 
 def list_vehicles(
@@ -75,9 +91,16 @@ def list_vehicles(
     return _list(Vehicle, agency_id, risk, per_page, cursor, filter_, sort, include)
 
 
-def create_vehicles(agency_id: int, risk: str, include: list[str] | None = None) -> flask.Response:
+def create_vehicles(
+    agency_id: int,
+    risk: str,
+    include: list[str] | None = None,
+    body: Any = None,
+    body_errors: dict | None = None,
+    dry_run: bool = False,
+) -> flask.Response:
     """Create vehicles in bulk, atomically."""
-    return _create(Vehicle, agency_id, risk, include)
+    return _create(Vehicle, agency_id, risk, include, body, body_errors, dry_run)
 
 
 def list_premises(
@@ -93,9 +116,16 @@ def list_premises(
     return _list(Premise, agency_id, risk, per_page, cursor, filter_, sort, include)
 
 
-def create_premises(agency_id: int, risk: str, include: list[str] | None = None) -> flask.Response:
+def create_premises(
+    agency_id: int,
+    risk: str,
+    include: list[str] | None = None,
+    body: Any = None,
+    body_errors: dict | None = None,
+    dry_run: bool = False,
+) -> flask.Response:
     """Create premises in bulk, atomically."""
-    return _create(Premise, agency_id, risk, include)
+    return _create(Premise, agency_id, risk, include, body, body_errors, dry_run)
 
 
 def list_buildings(
@@ -111,25 +141,36 @@ def list_buildings(
     return _list(Building, agency_id, risk, per_page, cursor, filter_, sort, include)
 
 
-def create_buildings(agency_id: int, risk: str, include: list[str] | None = None) -> flask.Response:
+def create_buildings(
+    agency_id: int,
+    risk: str,
+    include: list[str] | None = None,
+    body: Any = None,
+    body_errors: dict | None = None,
+    dry_run: bool = False,
+) -> flask.Response:
     """Create buildings in bulk, atomically."""
-    return _create(Building, agency_id, risk, include)
+    return _create(Building, agency_id, risk, include, body, body_errors, dry_run)
 
 
-def update_risk_data(agency_id: int, risk: str) -> flask.Response:
+def update_risk_data(
+    agency_id: int, risk: str, body: Any = None, body_errors: dict | None = None, dry_run: bool = False
+) -> flask.Response:
     """Update risk data."""
-    return common.bulk_write(200, risk_data_writes.Update(common.risk_of(agency_id, risk)))
+    return common.bulk_write(200, risk_data_writes.Update(common.risk_of(agency_id, risk)), body, body_errors, dry_run)
 
 
-def delete_risk_data(agency_id: int, risk: str) -> flask.Response:
+def delete_risk_data(
+    agency_id: int, risk: str, body: Any = None, body_errors: dict | None = None, dry_run: bool = False
+) -> flask.Response:
     """Delete risk data."""
-    return common.bulk_write(200, risk_data_writes.Delete(common.risk_of(agency_id, risk)))
+    return common.bulk_write(200, risk_data_writes.Delete(common.risk_of(agency_id, risk)), body, body_errors, dry_run)
 
 
-def override_risk_data(agency_id: int, risk: str) -> None:
+def override_risk_data(agency_id: int, risk: str, body_errors: dict | None = None) -> None:
     """Refuse a POST that names no method to stand for."""
     common.risk_of(agency_id, risk)
-    _, errors = common.body()
+    errors = bulk_write.Errors(body_errors or {})
     if not errors:
         errors.add("_method", message("required", "_method"))
     bulk_write.fail_if(errors)

@@ -19,19 +19,19 @@ def list_webhooks(
     )
 
 
-def create_webhooks(agency_id: int) -> flask.Response:
+def create_webhooks(agency_id: int, body: Any = None, body_errors: dict | None = None, dry_run: bool = False) -> flask.Response:
     """Create webhooks."""
-    return common.bulk_write(201, webhook_writes.Create(agency_id, settings().webhook_allow_private))
+    return common.bulk_write(201, webhook_writes.Create(agency_id, settings().webhook_allow_private), body, body_errors, dry_run)
 
 
-def update_webhooks(agency_id: int) -> flask.Response:
+def update_webhooks(agency_id: int, body: Any = None, body_errors: dict | None = None, dry_run: bool = False) -> flask.Response:
     """Update webhooks."""
-    return common.bulk_write(200, webhook_writes.Update(agency_id, settings().webhook_allow_private))
+    return common.bulk_write(200, webhook_writes.Update(agency_id, settings().webhook_allow_private), body, body_errors, dry_run)
 
 
-def delete_webhooks(agency_id: int) -> flask.Response:
+def delete_webhooks(agency_id: int, body: Any = None, body_errors: dict | None = None, dry_run: bool = False) -> flask.Response:
     """Delete webhooks; their pending deliveries go with them."""
-    return common.bulk_write(200, webhook_writes.Delete(agency_id))
+    return common.bulk_write(200, webhook_writes.Delete(agency_id), body, body_errors, dry_run)
 
 
 def rotate_secret(agency_id: int, webhook: str) -> flask.Response:

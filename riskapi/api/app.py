@@ -7,7 +7,7 @@ import connexion
 import connexion.resolver
 import flask
 from connexion.datastructures import MediaTypeDict
-from connexion.middleware import MiddlewarePosition
+from connexion.middleware import ConnexionMiddleware, MiddlewarePosition
 from connexion.validators import FormDataValidator, MultiPartFormDataValidator
 
 import models
@@ -15,9 +15,9 @@ import spec
 from models import delivery_states
 from riskapi.api import error_handlers as errors
 from riskapi.api import precognition
-from riskapi.api.connexion_internals import decorate_once, remember_security_signatures, run_flask_in_threads
 from riskapi.api.cors import JsonCorsMiddleware
 from riskapi.api.docs import SpecMiddleware
+from riskapi.api.flask_bridge import WsgiBridge
 from riskapi.api.handler_threads import HandlerThreads
 from riskapi.api.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
 from riskapi.api.rate_limits import RateLimitMiddleware
@@ -50,7 +50,10 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
     """Build the service from its settings (read from the environment when not given)."""
     settings = settings or Settings.from_env()
     models.bind(settings.database_url)
-    app = connexion.FlaskApp(__name__, specification_dir=str(SPEC_PATH.parent))
+    # The last middleware runs Flask in handler threads (riskapi.api.flask_bridge), where Connexion runs a2wsgi's pool.
+    threads = HandlerThreads(settings.threads, settings.write_delay)
+    middlewares = [*ConnexionMiddleware.default_middlewares, functools.partial(WsgiBridge, threads=threads)]
+    app = connexion.FlaskApp(__name__, specification_dir=str(SPEC_PATH.parent), middlewares=middlewares)
     validator_map = {
         "body": MediaTypeDict(
             {
@@ -104,10 +107,6 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
 
     flask_app = app.app
     flask_app.config[SETTINGS_KEY] = settings
-    # A small thread pool (the GIL makes many threads slower; 4 cover the database round trips).
-    run_flask_in_threads(app, HandlerThreads(settings.threads, settings.write_delay))
-    decorate_once(app)
-    remember_security_signatures()
 
     @flask_app.before_request
     def _connect() -> None:

@@ -12,10 +12,10 @@ from typing import Any
 
 import orjson
 import yaml
+from connexion.middleware.swagger_ui import SwaggerUIMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import spec
-from riskapi.api.connexion_internals import past_swagger_ui
 
 _INTERNAL = {"x-bearerInfoFunc", "x-openapi-router-controller"}
 # Where Swagger UI serves its page and its files (riskapi.api.app's swagger_ui_path).
@@ -50,7 +50,7 @@ class SpecMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         # Connexion's Swagger UI middleware matches every request against its routes; only DOCS are its.
-        self.past_docs = past_swagger_ui(app)
+        self.past_docs = app.app if isinstance(app, SwaggerUIMiddleware) else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

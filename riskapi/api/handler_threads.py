@@ -60,7 +60,7 @@ class HandlerThreads(Executor):
         return future
 
     def start(self, read: bool, job: Callable[[], None]) -> None:
-        """Queue job() at its request's due time; the job hands its own outcome on (riskapi.api.wsgi_bridge)."""
+        """Queue job() at its request's due time; the job hands its own outcome on (riskapi.api.flask_bridge)."""
         self._queue(read, job, None)
 
     def _queue(self, read: bool, job: Callable[[], Any], future: Future | None) -> None:

@@ -1,22 +1,28 @@
-"""What riskapi.api.connexion_internals relies on in Connexion's private internals, and the bridge it installs."""
+"""riskapi.api.flask_bridge: Flask in handler threads as Connexion's last middleware, each operation wrapped once."""
 
 import asyncio
+import functools
 import threading
 import time
 
 import connexion
 import flask
 import httpx
-from a2wsgi import WSGIMiddleware
+from connexion.middleware import ConnexionMiddleware
 
-from riskapi.api.connexion_internals import run_flask_in_threads
+from riskapi.api.flask_bridge import WsgiBridge
 from riskapi.api.handler_threads import HandlerThreads
-from riskapi.api.wsgi_bridge import WsgiBridge
 
 
-def _app_with_a_blocking_route(gate: threading.Event, inside: list) -> connexion.FlaskApp:
-    """Return a bare FlaskApp whose one route waits at gate, counting the requests waiting there."""
-    app = connexion.FlaskApp(__name__)
+def _bridged(threads: HandlerThreads) -> connexion.FlaskApp:
+    """Return a bare FlaskApp whose Flask runs in these threads, as riskapi.api.app builds the service."""
+    bridge = functools.partial(WsgiBridge, threads=threads)
+    return connexion.FlaskApp(__name__, middlewares=[*ConnexionMiddleware.default_middlewares, bridge])
+
+
+def _app_with_a_blocking_route(gate: threading.Event, inside: list, threads: HandlerThreads) -> connexion.FlaskApp:
+    """Return a bridged FlaskApp whose one route waits at gate, counting the requests waiting there."""
+    app = _bridged(threads)
     lock = threading.Lock()
 
     def wait():
@@ -50,24 +56,9 @@ def _call(app: connexion.FlaskApp, *requests: tuple) -> list[httpx.Response]:
     return asyncio.run(scenario())
 
 
-def test_flask_runs_inside_a2wsgi_in_the_middleware_app():
-    app = connexion.FlaskApp(__name__)
-    wrapped = app._middleware_app.asgi_app
-    assert isinstance(wrapped, WSGIMiddleware)
-    assert wrapped.app == app.app.wsgi_app
-
-
-def test_the_bridge_takes_a2wsgis_place():
-    app = connexion.FlaskApp(__name__)
-    run_flask_in_threads(app, HandlerThreads(2, 0.0))
-    bridge = app._middleware_app.asgi_app
-    assert isinstance(bridge, WsgiBridge) and bridge.app == app.app.wsgi_app
-
-
 def test_the_threads_given_serve_every_flask_request_with_at_most_that_many_at_once():
     gate, inside = threading.Event(), []
-    app = _app_with_a_blocking_route(gate, inside)
-    run_flask_in_threads(app, HandlerThreads(2, 0.0))
+    app = _app_with_a_blocking_route(gate, inside, HandlerThreads(2, 0.0))
 
     async def scenario():
         transport = httpx.ASGITransport(app=app)
@@ -89,8 +80,7 @@ def test_the_threads_given_serve_every_flask_request_with_at_most_that_many_at_o
 
 
 def test_the_bridge_hands_flask_the_request_and_the_client_its_whole_answer():
-    app = _app_with_a_blocking_route(threading.Event(), [])
-    run_flask_in_threads(app, HandlerThreads(2, 0.0))
+    app = _app_with_a_blocking_route(threading.Event(), [], HandlerThreads(2, 0.0))
     big = "x" * 300_000  # several receive messages
     get, post = _call(app, ("GET", "/echo?a=1&b=2"), ("POST", "/echo", {"content": big}))
     assert get.status_code == 200 and get.json() == {"method": "GET", "query": "a=1&b=2", "body": "", "length": 0}
@@ -99,9 +89,8 @@ def test_the_bridge_hands_flask_the_request_and_the_client_its_whole_answer():
 
 
 def test_an_error_in_flask_reaches_the_asgi_side_as_a2wsgi_raised_it():
-    app = _app_with_a_blocking_route(threading.Event(), [])
+    app = _app_with_a_blocking_route(threading.Event(), [], HandlerThreads(1, 0.0))
     app.app.config["PROPAGATE_EXCEPTIONS"] = True  # Flask lets the error out of the WSGI call
-    run_flask_in_threads(app, HandlerThreads(1, 0.0))
     (response,) = _call(app, ("GET", "/fail"))
     assert response.status_code == 500
 
@@ -114,14 +103,13 @@ def test_each_request_is_queued_as_a_read_or_a_write_by_its_method_and_precognit
             seen.append(read)
             super().start(read, job)
 
-    app = _app_with_a_blocking_route(threading.Event(), [])
-    run_flask_in_threads(app, Recording(1, 0.0))
+    app = _app_with_a_blocking_route(threading.Event(), [], Recording(1, 0.0))
     for request in (("GET", "/echo"), ("POST", "/echo"), ("POST", "/echo", {"headers": {"Precognition": "true"}})):
         _call(app, request)
     assert seen == [True, False, True]
 
 
-def test_connexion_wraps_each_handler_once_not_on_every_request(settings, database, tenant, monkeypatch):
+def test_each_operation_is_wrapped_once_not_on_every_request(settings, database, tenant, monkeypatch):
     from connexion.decorators.parameter import SyncParameterDecorator
 
     from riskapi.api.app import create_app
@@ -144,35 +132,3 @@ def test_connexion_wraps_each_handler_once_not_on_every_request(settings, databa
     first, at_start, more = asyncio.run(scenario())
     assert first.status_code == 200 and [response.status_code for response in more] == [200] * 3
     assert at_start > 1 and len(wrapped) == at_start  # every operation wrapped as the API was added; none since
-
-
-def test_connexion_reads_a_security_functions_arguments_once(settings, database, tenant, monkeypatch):
-    import connexion.security
-
-    from riskapi.api.app import create_app
-
-    read = []
-    inspect = connexion.security.inspect_function_arguments
-    monkeypatch.setattr(
-        connexion.security, "inspect_function_arguments", lambda function: read.append(function) or inspect(function)
-    )
-    app = create_app(settings)
-    connexion.security.AbstractSecurityHandler._accepts_kwarg.cache_clear()
-
-    async def scenario():
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test/api/v1") as client:
-            return [(await client.get("/webhooks", headers=tenant.headers)).status_code for _ in range(3)]
-
-    assert asyncio.run(scenario()) == [200] * 3
-    assert 1 <= len(read) <= 2  # the token function, for each keyword Connexion asks about; not again per request
-
-
-def test_what_swagger_ui_does_not_serve_goes_to_the_app_it_wraps():
-    from connexion.middleware.swagger_ui import SwaggerUIMiddleware
-
-    from riskapi.api.connexion_internals import past_swagger_ui
-
-    inner = connexion.FlaskApp(__name__)
-    assert past_swagger_ui(SwaggerUIMiddleware(inner)) is inner
-    assert past_swagger_ui(inner) is None
