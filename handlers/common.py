@@ -10,9 +10,7 @@ import cachetools
 import flask
 import orjson
 import peewee
-from connexion import context
 
-import spec
 from handlers import settings
 from models.tenancy import AppKey, Risk
 from riskapi.api import precognition
@@ -73,7 +71,7 @@ def list_page(
     scope_id: int,
     per_page: int,
     cursor: str | None,
-    filters: Any,
+    list_request: list_query.ListRequest,
     sort: list[str] | None,
     render_rows: Callable[[list], list[dict]],
     fetch: Callable[[Any], list] = list,
@@ -85,8 +83,8 @@ def list_page(
     fetch(query) runs rows_query's page (render.fetch reads the driver's rows as they are). Given pages (and no
     rows_query), a page is read through them instead: its text written once per shape, its rows as the driver sends them.
     """
-    listing = _listing(spec.function_name(context.operation.operation_id), model)
-    filters = listing.requested() if filters is None else filters
+    listing = _listing(list_request.operation, model)
+    filters = list_request.filters
     paginator = Paginator(listing.keys(sort), listing.signature_of(sort), cursor_secret())
     if pages is not None:
         hole = listing.written(scope_id, filters)
@@ -98,8 +96,8 @@ def list_page(
         where = listing.condition(scope_id, filters)
         rows_query = rows_query if where is None else rows_query.where(where)
         rows, next_cursor, prev_cursor = paginator.page(rows_query, per_page, cursor, fetch)
-    args = list(flask.request.args.items(multi=True))
-    return respond(200, envelope(render_rows(rows), per_page, next_cursor, prev_cursor, flask.request.base_url, args))
+    items = render_rows(rows)
+    return respond(200, envelope(items, per_page, next_cursor, prev_cursor, list_request.url, list_request.query))
 
 
 def list_page_with_children(
@@ -110,12 +108,12 @@ def list_page_with_children(
     scope_id: int,
     per_page: int,
     cursor: str | None,
-    filters: Any,
+    list_request: list_query.ListRequest,
     sort: list[str] | None,
 ) -> flask.Response:
     """Answer a list page whose rows (dicts) are read with their children (children(ids) -> {id: [...]}) in one snapshot."""
     page = list_query.WithChildren(children, render_row)
-    return list_page(model, rows_query, scope_id, per_page, cursor, filters, sort, page.render, page.fetch)
+    return list_page(model, rows_query, scope_id, per_page, cursor, list_request, sort, page.render, page.fetch)
 
 
 @functools.cache

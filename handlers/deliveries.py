@@ -7,17 +7,23 @@ import flask
 from handlers import common
 from models.webhooks import Delivery
 from riskapi.services import bulk_write, list_query, webhook_ops
+from riskapi.services.list_query import ListRequest
 from riskapi.services.messages import message
 
 
 def list_deliveries(
-    agency_id: int, webhook: str, per_page: int, cursor: str | None = None, filter_: Any = None, sort: list[str] | None = None
+    agency_id: int,
+    webhook: str,
+    per_page: int,
+    list_request: ListRequest,
+    cursor: str | None = None,
+    sort: list[str] | None = None,
 ) -> flask.Response:
     """List a webhook's deliveries, newest first."""
     hook = webhook_ops.webhook_of(agency_id, webhook, sessions=True)  # a listen session's log too
     rows = webhook_ops.select().where(Delivery.webhook == hook.id).dicts()
     attempts, render = webhook_ops.attempts, webhook_ops.render
-    return common.list_page_with_children(Delivery, rows, attempts, render, agency_id, per_page, cursor, filter_, sort)
+    return common.list_page_with_children(Delivery, rows, attempts, render, agency_id, per_page, cursor, list_request, sort)
 
 
 def get_delivery(agency_id: int, webhook: str, delivery: str) -> flask.Response:

@@ -8,6 +8,7 @@ import spec
 from handlers import common
 from models.webhooks import Event
 from riskapi.services import events
+from riskapi.services.list_query import ListRequest
 
 
 def publish_event(agency_id: int, body: Any = None, body_errors: dict | None = None) -> flask.Response:
@@ -16,11 +17,9 @@ def publish_event(agency_id: int, body: Any = None, body_errors: dict | None = N
     return common.respond(202, events.publish(agency_id, body["event"], body["data"], body.get("channels")))
 
 
-def list_event_types(agency_id: int, filter_: Any = None) -> flask.Response:
+def list_event_types(agency_id: int, list_request: ListRequest) -> flask.Response:
     """List the events a webhook can subscribe to, each with its payload schema, as the spec states them."""
-    # Like every list's filters, read from the query string (Connexion cannot pass `filter[name]` by name).
-    names = flask.request.args.getlist("filter[name]")
-    wanted = set(names[-1].split(",")) - {""} if names else set()
+    wanted = set(list_request.filters.get("name", "").split(",")) - {""}
     described = spec.schema("EventName")["x-event-types"]
     types = []
     for name in spec.schema("EventName")["enum"]:
@@ -31,12 +30,12 @@ def list_event_types(agency_id: int, filter_: Any = None) -> flask.Response:
 
 
 def list_events(
-    agency_id: int, per_page: int, cursor: str | None = None, filter_: Any = None, sort: list[str] | None = None
+    agency_id: int, per_page: int, list_request: ListRequest, cursor: str | None = None, sort: list[str] | None = None
 ) -> flask.Response:
     """List the agency's events, newest first, each with the deliveries it made."""
     rows = events.rows(agency_id)
     return common.list_page_with_children(
-        Event, rows, events.deliveries, events.render, agency_id, per_page, cursor, filter_, sort
+        Event, rows, events.deliveries, events.render, agency_id, per_page, cursor, list_request, sort
     )
 
 

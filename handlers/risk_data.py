@@ -8,6 +8,7 @@ import flask
 from handlers import common
 from models.risk_data import Building, Driver, InRisk, Premise, RiskObject, Vehicle
 from riskapi.services import bulk_write, render, risk_data_writes
+from riskapi.services.list_query import ListRequest
 from riskapi.services.messages import message
 from riskapi.services.pagination import PreparedPages
 
@@ -18,14 +19,14 @@ def _list(
     risk: str,
     per_page: int,
     cursor: str | None,
-    filter_: Any,
+    list_request: ListRequest,
     sort: list[str] | None,
     include: list[str] | None,
 ) -> flask.Response:
     """Answer one page of a risk profile's rows of one kind (the one list pipeline: handlers.common.list_page)."""
     profile = common.risk_of(agency_id, risk)
     shown = functools.partial(render.envelopes, model, include=include)
-    return common.list_page(model, None, profile.id, per_page, cursor, filter_, sort, shown, pages=_pages(model))
+    return common.list_page(model, None, profile.id, per_page, cursor, list_request, sort, shown, pages=_pages(model))
 
 
 @functools.cache
@@ -57,13 +58,13 @@ def list_drivers(
     agency_id: int,
     risk: str,
     per_page: int,
+    list_request: ListRequest,
     cursor: str | None = None,
-    filter_: Any = None,
     sort: list[str] | None = None,
     include: list[str] | None = None,
 ) -> flask.Response:
     """List a risk profile's drivers."""
-    return _list(Driver, agency_id, risk, per_page, cursor, filter_, sort, include)
+    return _list(Driver, agency_id, risk, per_page, cursor, list_request, sort, include)
 
 
 def create_drivers(
@@ -82,13 +83,13 @@ def list_vehicles(
     agency_id: int,
     risk: str,
     per_page: int,
+    list_request: ListRequest,
     cursor: str | None = None,
-    filter_: Any = None,
     sort: list[str] | None = None,
     include: list[str] | None = None,
 ) -> flask.Response:
     """List a risk profile's vehicles."""
-    return _list(Vehicle, agency_id, risk, per_page, cursor, filter_, sort, include)
+    return _list(Vehicle, agency_id, risk, per_page, cursor, list_request, sort, include)
 
 
 def create_vehicles(
@@ -107,13 +108,13 @@ def list_premises(
     agency_id: int,
     risk: str,
     per_page: int,
+    list_request: ListRequest,
     cursor: str | None = None,
-    filter_: Any = None,
     sort: list[str] | None = None,
     include: list[str] | None = None,
 ) -> flask.Response:
     """List a risk profile's premises."""
-    return _list(Premise, agency_id, risk, per_page, cursor, filter_, sort, include)
+    return _list(Premise, agency_id, risk, per_page, cursor, list_request, sort, include)
 
 
 def create_premises(
@@ -132,13 +133,13 @@ def list_buildings(
     agency_id: int,
     risk: str,
     per_page: int,
+    list_request: ListRequest,
     cursor: str | None = None,
-    filter_: Any = None,
     sort: list[str] | None = None,
     include: list[str] | None = None,
 ) -> flask.Response:
     """List a risk profile's buildings."""
-    return _list(Building, agency_id, risk, per_page, cursor, filter_, sort, include)
+    return _list(Building, agency_id, risk, per_page, cursor, list_request, sort, include)
 
 
 def create_buildings(

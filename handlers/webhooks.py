@@ -7,15 +7,16 @@ import flask
 from handlers import common, settings
 from models.webhooks import Webhook
 from riskapi.services import webhook_ops, webhook_writes
+from riskapi.services.list_query import ListRequest
 
 
 def list_webhooks(
-    agency_id: int, per_page: int, cursor: str | None = None, filter_: Any = None, sort: list[str] | None = None
+    agency_id: int, per_page: int, list_request: ListRequest, cursor: str | None = None, sort: list[str] | None = None
 ) -> flask.Response:
     """List the agency's webhooks."""
     rows = Webhook.select().where((Webhook.agency == agency_id) & Webhook.subscription()).dicts()
     return common.list_page(
-        Webhook, rows, agency_id, per_page, cursor, filter_, sort, lambda page: [webhook_writes.render(row) for row in page]
+        Webhook, rows, agency_id, per_page, cursor, list_request, sort, lambda page: [webhook_writes.render(row) for row in page]
     )
 
 

@@ -10,11 +10,12 @@ from connexion.lifecycle import ConnexionRequest
 from connexion.uri_parsing import OpenAPIURIParser
 from connexion.validators import AbstractRequestBodyValidator
 from connexion.validators.parameter import ParameterValidator
-from starlette.datastructures import Headers
+from starlette.datastructures import URL, Headers, QueryParams
 from starlette.types import Message, Receive, Scope
 
 import spec
 from riskapi.exceptions import ApiError, ValidationFailed
+from riskapi.services.list_query import ListRequest
 from riskapi.services.messages import message
 from riskapi.services.schema_validation import attribute, compiled
 from spec import FILTER_PARAMETER
@@ -133,6 +134,7 @@ class ParamValidator(ParameterValidator):
         # What every request of the operation is checked against, read from its definitions once.
         self.filters = [m.group(1) for p in self.parameters.get("query", []) if (m := FILTER_PARAMETER.match(p["name"]))]
         self.declared = {param["name"] for param in self.parameters.get("query", [])}
+        self.lists = bool(self.filters) or "per_page" in self.declared
 
     @classmethod
     def once_per_operation(cls) -> Callable[..., "ParamValidator"]:
@@ -160,6 +162,16 @@ class ParamValidator(ParameterValidator):
             if not (self.uri_parser.has_body and "json" in content_type.lower()):
                 raise
             stash(scope, parameter_errors=exc.errors)
+        if self.lists:
+            stash(scope, list_request=self.list_request(scope))
+
+    def list_request(self, scope: Scope) -> ListRequest:
+        """Return what a list request asks beyond its named parameters (riskapi.services.list_query.ListRequest)."""
+        query = QueryParams(scope.get("query_string", b"")).multi_items()
+        given = dict(query)  # of repeats the last, as validated
+        filters = {name: given[key] for name in self.filters if (key := f"filter[{name}]") in given}
+        operation = spec.function_name(scope["extensions"]["connexion_routing"]["operation_id"])
+        return ListRequest(operation, filters, query, str(URL(scope=scope).replace(query="")))
 
     def validate_request(self, request: ConnexionRequest) -> None:
         errors: dict[str, list[str]] = {}

@@ -1,5 +1,6 @@
 """Filters, sorts and includes of a list operation, read from its parameters in the spec."""
 
+import dataclasses
 import datetime
 import functools
 import operator
@@ -8,7 +9,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 import cachetools
-import flask
 import peewee
 
 import models
@@ -22,6 +22,20 @@ from riskapi.services.pagination import Key
 from riskapi.services.render import Model
 
 Listed = TypeVar("Listed", bound=peewee.Model)
+
+
+@dataclasses.dataclass(frozen=True)
+class ListRequest:
+    """What a list request asks beyond its named parameters, handed to its handler as `list_request`.
+
+    Its filters (`filter[<name>]`: one parameter each in the spec, too many to name in a signature), and the query as
+    sent and the URL without it, which the page's links repeat. riskapi.api.request_validation makes it.
+    """
+
+    operation: str  # the handler's dotted name (handlers.risk_data.list_drivers): a list's cursors are signed for it alone
+    filters: dict[str, str]  # {name: value} of the `filter[<name>]` parameters given; of repeats the last
+    query: list[tuple[str, str]]
+    url: str
 
 
 def _contains(field: peewee.ColumnBase, text: str) -> peewee.Expression:
@@ -136,14 +150,9 @@ class ListSpec:
         """Name the ordering so a cursor cannot be replayed on another one."""
         return self.signature + ":" + ",".join(sort or self.default_sort)
 
-    def requested(self) -> dict:
-        """Return {name: value} of the request's `filter[<name>]` parameters; of repeats the last wins, as validated."""
-        args = flask.request.args
-        return {name: args.getlist(f"filter[{name}]")[-1] for name in self.filters if f"filter[{name}]" in args}
-
-    def apply(self, query: "peewee.ModelSelect[Any]", risk_id: int, filters: dict | None = None) -> "peewee.ModelSelect[Any]":
-        """Return the query narrowed by every filter (the request's own when none are given)."""
-        where = self.condition(risk_id, self.requested() if filters is None else filters)
+    def apply(self, query: "peewee.ModelSelect[Any]", risk_id: int, filters: dict) -> "peewee.ModelSelect[Any]":
+        """Return the query narrowed by every filter."""
+        where = self.condition(risk_id, filters)
         return query if where is None else query.where(where)
 
     def condition(self, risk_id: int, filters: dict) -> peewee.ColumnBase | None:
