@@ -31,18 +31,19 @@ import httpx
 
 import models
 from bench import isolation
+from foundation import signing
+from foundation.config import Settings
 from jobs.https import transport
 from jobs.https.connections import Pool
 from jobs.runtime.embedded_redis import EmbeddedRedis
 from jobs.send import signed_headers
 from models import migrations
-from riskapi.config import Settings
-from riskapi.webhooks import outbox, signing
 from toolkit import ROOT
 from toolkit.receiver import Receiver, Reply
 from toolkit.serving import ServerThread, free_port
 from toolkit.tenants import make_tenant
 from toolkit.workers import WorkerProcess, delete_queue
+from webhooks import outbox
 
 AIMS = {"ratio": 0.8, "p50_ms": 25.0, "p99_ms": 100.0, "isolation_p99_ms": 1000.0}
 
@@ -171,7 +172,7 @@ def main(argv=None) -> int:
             worked = statistics.mean(rates["worker"])
 
             # (b) latency from a driver create returning to its delivery arriving.
-            from riskapi.api.app import create_app
+            from api.app import create_app
 
             with models.db.connection_context():
                 Webhook.update(events=pack_events(["driver.created"])).where(Webhook.id == hook.id).execute()

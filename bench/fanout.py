@@ -36,11 +36,11 @@ NOT_MATCHING = 45
 def child(scenario: str, events: int) -> dict:
     """Create the scenario's webhooks, write the events; return CPU microseconds per event and the deliveries made."""
     import models
+    from api.app import create_app
     from models import migrations
     from models.tenancy import Agency, Risk, Token
     from models.webhooks import Delivery
-    from riskapi.api.app import create_app
-    from riskapi.webhooks import outbox
+    from webhooks import outbox
 
     app = create_app()
     migrations.upgrade()

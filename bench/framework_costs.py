@@ -2,7 +2,7 @@
 
     python -m bench.framework_costs              # a fresh SQLite file, 20,000 repetitions of each part
 
-Each cut would need the one adapter (riskapi/api/flask_bridge.py) to grow past public names, which issue 35
+Each cut would need the one adapter (api/flask_bridge.py) to grow past public names, which issue 35
 forbids without a decision; this measures, in-process and on the real app, the work each would remove from a
 create of drivers, so the decision has its figures. Each part is run as the framework runs it per request,
 in a loop on one thread, and given in CPU µs per request (time.process_time):
@@ -151,8 +151,8 @@ def main(argv: list[str] | None = None) -> None:
     args = options(argv)
     os.environ["DATABASE_URL"] = "sqlite:///" + os.path.join(tempfile.mkdtemp(prefix="riskapi-costs-"), "costs.db")
     os.environ.setdefault("RISKAPI_ACCESS_LOG", "0")
-    from riskapi.api.app import create_app
-    from riskapi.config import Settings
+    from api.app import create_app
+    from foundation.config import Settings
 
     settings = Settings.from_env()
     reset_database(settings.database_url)

@@ -20,7 +20,7 @@ import redis
 from bench import servers
 from bench.soak import run as soak_run
 from bench.soak.load import Checkout
-from riskapi.process.serve import stop_process_group
+from riskapi.serve import stop_process_group
 from toolkit.serving import free_port, wait_until
 
 NAME = "hosts"  # the database is riskapi_hosts
@@ -76,14 +76,14 @@ class Hosts:
         bases = []
         for number in range(1, self.apis + 1):
             port = free_port()
-            argv = [checkout.python, "-m", "riskapi.process", "serve", "--port", str(port), "--no-worker"]
+            argv = [checkout.python, "-m", servers.main_module(checkout.root), "serve", "--port", str(port), "--no-worker"]
             self.servers.append(servers.Server(f"api-{number}", argv, env, port, str(work), root=checkout.root))
             self.servers[-1].start("/api/v1/healthz", {})
             self.log_files.append(Path(self.servers[-1].log_path))
             bases.append(f"http://127.0.0.1:{port}/api/v1")
         worker_env = {**os.environ, **env, "PYTHONPATH": str(checkout.root)}
         for number in range(1, self.workers + 1):
-            argv = [checkout.python, "-m", "riskapi.process", "worker"]
+            argv = [checkout.python, "-m", servers.main_module(checkout.root), "worker"]
             self.processes.append(self._spawn(argv, worker_env, checkout.root, work / f"worker-{number}.log"))
         time.sleep(2.0)  # A worker that cannot start (a bad setting) exits at once: say so before the load.
         for process, log in zip(self.processes, self.log_files[-self.workers :], strict=True):

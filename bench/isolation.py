@@ -14,8 +14,9 @@ import sys
 import time
 
 import models
-from riskapi.webhooks import outbox, signing
+from foundation import signing
 from toolkit.tenants import items, make_tenant
+from webhooks import outbox
 
 SLOW_REPLY = 10.0  # seconds the slow receiver takes, as in issue 9
 

@@ -40,9 +40,7 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--per-write", type=int, default=7, help="drivers (deliveries) per write (default 7)")
     parser.add_argument("--settle", type=float, default=300.0, help="seconds to wait for every delivery to settle")
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to run (default this one)")
-    parser.add_argument(
-        "--command", default=f"{sys.executable} -m riskapi.process", help="its CLI (old code: python -m riskapi.cli)"
-    )
+    parser.add_argument("--command", default=f"{sys.executable} -m riskapi", help="its CLI (old code: python -m riskapi.cli)")
     parser.add_argument("--log", type=Path, help="keep serve's log here (default: a temporary file)")
     return parser.parse_args(argv)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bench import figures, load, seed, servers
 from bench.client import Client
-from riskapi.config import Settings
+from foundation.config import Settings
 from toolkit import ROOT
 from toolkit.serving import free_port
 
@@ -53,7 +53,7 @@ def options(argv=None) -> argparse.Namespace:
     if args.depth >= args.drivers:
         parser.error("--depth must be below --drivers")
     for root in (args.root, args.against):
-        if root is not None and not (root / "riskapi" / "process").is_dir():
+        if root is not None and not servers.is_checkout(root):
             parser.error(f"{root} is not a checkout of riskapi")
     return args
 
@@ -66,7 +66,7 @@ def report(name: str, value: float, aim: str, met: bool) -> None:
 def service(name: str, root: Path, url: str, redis_url: str, args, workdir: str, **env: str) -> servers.Server:
     """Return (not started) the API of checkout root as `riskapi serve --no-worker` runs it."""
     port = free_port()
-    argv = servers.service_argv(port, args.processes, servers.python_of(root))
+    argv = servers.service_argv(port, args.processes, servers.python_of(root), root)
     return servers.Server(name, argv, {**servers.service_env(url, redis_url), **env}, port, workdir, root=root)
 
 

@@ -31,9 +31,19 @@ def python_of(root: Path) -> str:
     return str(venv) if venv.exists() else sys.executable
 
 
-def service_argv(port: int, processes: int, python: str = sys.executable) -> list[str]:
+def main_module(root: Path) -> str:
+    """Return the module `python -m` runs as a checkout's `riskapi`: `riskapi`, or `riskapi.process` before issue 52's layout."""
+    return "riskapi.process" if (Path(root) / "riskapi" / "process" / "__main__.py").exists() else "riskapi"
+
+
+def is_checkout(root: Path) -> bool:
+    """Tell whether a directory is a checkout of riskapi (of any layout)."""
+    return (Path(root) / "riskapi" / "__init__.py").exists() and (Path(root) / "spec" / "openapi.yaml").exists()
+
+
+def service_argv(port: int, processes: int, python: str = sys.executable, root: Path = ROOT) -> list[str]:
     """The API as deployed: `riskapi serve --no-worker --workers N` (N processes on SO_REUSEPORT sockets)."""
-    return [python, "-m", "riskapi.process", "serve", "--no-worker", "--workers", str(processes),
+    return [python, "-m", main_module(root), "serve", "--no-worker", "--workers", str(processes),
             "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
 
 

@@ -51,9 +51,9 @@ def main(argv=None) -> int:
     import uvicorn
 
     import models
+    from api.app import create_app
+    from foundation.config import Settings
     from models import migrations
-    from riskapi.api.app import create_app
-    from riskapi.config import Settings
 
     with tempfile.TemporaryDirectory(prefix="riskapi-clients-") as folder:
         url = "sqlite:///" + os.path.join(folder, "clients.db")

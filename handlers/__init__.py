@@ -2,7 +2,7 @@
 
 import flask
 
-from riskapi.config import SETTINGS_KEY, Settings
+from foundation.config import SETTINGS_KEY, Settings
 
 
 def settings() -> Settings:

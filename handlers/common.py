@@ -11,13 +11,13 @@ import flask
 import orjson
 import peewee
 
+from api import precognition
+from foundation.exceptions import ApiError
 from handlers import settings
 from models.tenancy import AppKey, Risk
-from riskapi.api import precognition
-from riskapi.exceptions import ApiError
-from riskapi.services import list_query, render
-from riskapi.services.bulk_write import Errors, Write, check, fail_if, run
-from riskapi.services.pagination import Paginator, PreparedPages, envelope
+from services import list_query, render
+from services.bulk_write import Errors, Write, check, fail_if, run
+from services.pagination import Paginator, PreparedPages, envelope
 
 _SECRET: list = []
 
@@ -123,9 +123,9 @@ def _listing(operation: str, model: render.Model) -> list_query.ListSpec:
 
 
 def bulk_write(status: int, write: Write, body: Any, body_errors: dict | None, dry_run: bool) -> flask.Response:
-    """Answer a bulk write on its one path (riskapi.services.bulk_write): a dry-run only checks it, else applies it atomically.
+    """Answer a bulk write on its one path (services.bulk_write): a dry-run only checks it, else applies it atomically.
 
-    `body_errors` are the body's schema errors, which the rules add to; `dry_run` comes from riskapi.api.precognition.
+    `body_errors` are the body's schema errors, which the rules add to; `dry_run` comes from api.precognition.
     """
     errors = Errors(body_errors or {})
     if dry_run:

@@ -1,4 +1,4 @@
-"""A webhook's delivery log, and sending deliveries again (riskapi.services.webhook_ops does the work)."""
+"""A webhook's delivery log, and sending deliveries again (services.webhook_ops does the work)."""
 
 from typing import Any
 
@@ -6,9 +6,9 @@ import flask
 
 from handlers import common
 from models.webhooks import Delivery
-from riskapi.services import bulk_write, list_query, webhook_ops
-from riskapi.services.list_query import ListRequest
-from riskapi.services.messages import message
+from services import bulk_write, list_query, webhook_ops
+from services.list_query import ListRequest
+from services.messages import message
 
 
 def list_deliveries(

@@ -7,8 +7,8 @@ import flask
 import spec
 from handlers import common
 from models.webhooks import Event
-from riskapi.services import events
-from riskapi.services.list_query import ListRequest
+from services import events
+from services.list_query import ListRequest
 
 
 def publish_event(agency_id: int, body: Any = None, body_errors: dict | None = None) -> flask.Response:

@@ -1,6 +1,6 @@
 """Listen sessions (`riskapi listen`) and triggered test events (`riskapi trigger`).
 
-A session's stream is not answered here: riskapi.services.listen_stream answers it in the event loop,
+A session's stream is not answered here: services.listen_stream answers it in the event loop,
 holding none of the few handler threads for the session's life.
 """
 
@@ -9,9 +9,9 @@ from typing import Any
 import flask
 
 import spec
+from foundation.exceptions import ApiError
 from handlers import common
-from riskapi.exceptions import ApiError
-from riskapi.services import listen_sessions
+from services import listen_sessions
 
 
 def create_listen_session(agency_id: int, body: Any = None, body_errors: dict | None = None) -> flask.Response:
@@ -25,7 +25,7 @@ def create_listen_session(agency_id: int, body: Any = None, body_errors: dict | 
 
 
 def stream_listen_session(agency_id: int, session: str, timeout: int = 300) -> flask.Response:
-    """Answered by riskapi.services.listen_stream before a handler thread is taken; here only if it is not installed."""
+    """Answered by services.listen_stream before a handler thread is taken; here only if it is not installed."""
     listen_sessions.live(agency_id, session)
     raise ApiError(503, "The stream is not served by this process.")
 

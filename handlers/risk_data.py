@@ -7,10 +7,10 @@ import flask
 
 from handlers import common
 from models.risk_data import Building, Driver, InRisk, Premise, RiskObject, Vehicle
-from riskapi.services import bulk_write, render, risk_data_writes
-from riskapi.services.list_query import ListRequest
-from riskapi.services.messages import message
-from riskapi.services.pagination import PreparedPages
+from services import bulk_write, render, risk_data_writes
+from services.list_query import ListRequest
+from services.messages import message
+from services.pagination import PreparedPages
 
 
 def _list(

@@ -4,8 +4,8 @@ import flask
 
 from handlers import common
 from models.tenancy import Risk
-from riskapi.services import render
-from riskapi.services.list_query import ListRequest
+from services import render
+from services.list_query import ListRequest
 
 
 def list_risks(

@@ -6,8 +6,8 @@ import flask
 
 from handlers import common, settings
 from models.webhooks import Webhook
-from riskapi.services import webhook_ops, webhook_writes
-from riskapi.services.list_query import ListRequest
+from services import webhook_ops, webhook_writes
+from services.list_query import ListRequest
 
 
 def list_webhooks(

@@ -1,6 +1,6 @@
 """The delivery pipeline: one delivery's stages, each a module named for it, in the order its data moves.
 
-1. riskapi.webhooks.outbox: the event and one delivery row per subscribed webhook, in the write's transaction.
+1. webhooks.outbox: the event and one delivery row per subscribed webhook, in the write's transaction.
 2. jobs.relay: committed deliveries become RQ jobs carrying ids (shapes and names: jobs.queue); lost jobs are rescued.
 3. jobs.claims: an RQ job claims its deliveries and lines them up in the engine the worker hands it.
 4. jobs.lines: the engine; webhooks' lines take turns, paced (jobs.pacing), slow ones held back

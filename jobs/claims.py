@@ -22,13 +22,13 @@ from typing import Any, Protocol, TypeVar
 import peewee
 
 import models
+from foundation.config import Settings
 from jobs.outages import DATABASE_ERRORS, reconnecting
 from jobs.rq_internals import engine_job
 from models import delivery_states, utcnow
 from models.inserts import as_is
 from models.prepared import Prepared, padded
 from models.webhooks import PENDING, Delivery, Event, Webhook
-from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.delivery")
 

@@ -35,6 +35,7 @@ import time
 import redis
 
 import models
+from foundation.config import Settings
 from jobs import claims, send
 from jobs.https import transport
 from jobs.https.connections import Pool
@@ -46,7 +47,6 @@ from jobs.slowness import SlowMarks
 from jobs.turns import Item, Turns
 from models import utcnow
 from models.webhooks import Webhook
-from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.delivery")
 

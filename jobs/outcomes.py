@@ -28,13 +28,13 @@ import redis
 from rq import Queue
 
 import models
+from foundation import metrics
+from foundation.config import Settings
 from jobs import queue as jobs_queue
 from jobs.https.transport import Result
 from models import delivery_states, inserts, utcnow
 from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Webhook
-from riskapi.config import Settings
-from riskapi.observability import metrics
-from riskapi.webhooks import notices
+from webhooks import notices
 
 log = logging.getLogger("riskapi.delivery")
 
@@ -137,7 +137,7 @@ def _failures(webhook: Webhook) -> int:
 
 
 def announce(delivery: Delivery, webhook: Webhook, result: Result, decision: Decision) -> None:
-    """Once the webhook is settled: tell the agency's webhooks of a delivery that failed for good (riskapi.webhooks.notices)."""
+    """Once the webhook is settled: tell the agency's webhooks of a delivery that failed for good (webhooks.notices)."""
     if decision.status == FAILED:
         notices.delivery_failed(webhook.agency_id, delivery.uuid, webhook.uuid, delivery.event, result.status, error_text(result))
 

@@ -28,12 +28,12 @@ import peewee
 import redis
 
 import models
+from foundation.config import Settings
 from jobs import queue as jobs_queue
 from jobs.https.transport import Result
 from jobs.outages import DATABASE_AWAY, RECONNECT_CAP, Backoff, Outage, reconnecting
 from jobs.outcomes import Attempted, AttemptFailed, Written, conclude, record, schedule, write_all
 from models.webhooks import Delivery, Webhook
-from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.delivery")
 

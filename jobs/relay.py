@@ -34,13 +34,13 @@ import peewee
 import redis
 
 import models
+from foundation.config import Settings
 from jobs import queue as jobs_queue
 from jobs import retention
 from jobs.outages import DATABASE_ERRORS, RESCUE_GRACE, Backoff, Outage
 from models import delivery_states, utcnow
 from models.webhooks import PENDING, Delivery
-from riskapi.config import Settings
-from riskapi.webhooks import wakeups as wake
+from webhooks import wakeups as wake
 
 log = logging.getLogger("riskapi.relay")
 
@@ -215,7 +215,7 @@ class Relay:
                 stop.wait(delay)
 
     def _woken(self, interval: float) -> bool:
-        """Wait up to one interval for the API to say a write was answered (riskapi.webhooks.wakeups); False if none came."""
+        """Wait up to one interval for the API to say a write was answered (webhooks.wakeups); False if none came."""
         try:
             return wake.wait(self.connection, self.settings.webhook_queue, interval)
         except (redis.RedisError, OSError):

@@ -1,7 +1,7 @@
 """Send one attempt: the event's stored body, signed with the webhook's secrets, POSTed by jobs.https.transport.
 
 No database here: the delivery, its webhook and the event body arrive loaded. The request carries the
-headers riskapi.webhooks.requests signs (the service's and Standard Webhooks'; `riskapi listen` forwards
+headers webhooks.requests signs (the service's and Standard Webhooks'; `riskapi listen` forwards
 the same ones); a kept connection comes from the pool handed in.
 """
 
@@ -10,13 +10,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
+from foundation.config import Settings
 from jobs.https import transport
 from jobs.https.connections import Pool
 from jobs.https.dialing import Watchdog
 from models.webhooks import Delivery, Webhook
-from riskapi.config import Settings
-from riskapi.webhooks import custom_headers
-from riskapi.webhooks.requests import USER_AGENT, epoch, headers, signed_headers, signing_secrets
+from webhooks import custom_headers
+from webhooks.requests import USER_AGENT, epoch, headers, signed_headers, signing_secrets
 
 
 def send(

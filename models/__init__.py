@@ -16,7 +16,7 @@ from models.databases import SILENCE, PostgresqlPool, SqliteDatabase, driver_err
 
 db = peewee.DatabaseProxy()
 
-# The errors that mean the database, not the request, failed (riskapi.api.error_handlers answers them with a 503).
+# The errors that mean the database, not the request, failed (api.error_handlers answers them with a 503).
 DATABASE_DOWN = (peewee.OperationalError, peewee.InterfaceError)
 # A connection that raised any of the driver's errors is closed, not given back: it may be broken.
 DATABASE_ERRORS = (peewee.DatabaseError, peewee.InterfaceError)
@@ -53,7 +53,7 @@ def bind(database_url: str) -> peewee.Database:
     return database
 
 
-# The connection's life, in one place: a request (riskapi.api.app), a relay pass, a recorder batch and every other
+# The connection's life, in one place: a request (api.app), a relay pass, a recorder batch and every other
 # unit of work take this thread's connection with check_out() and give it back with give_back(), or both at once
 # with `with connection():`. A check-out inside another keeps the outer one's connection.
 
@@ -124,7 +124,7 @@ _Selecting = TypeVar("_Selecting", bound=peewee.Select)
 def read_as_text(query: peewee.Query) -> Any:
     """Run a query and return its cursor, whose dates and times are the text the database sends (a DB-API cursor).
 
-    For a read whose values are only written out again (riskapi.services.render.fetch): no datetime is made
+    For a read whose values are only written out again (services.render.fetch): no datetime is made
     to be turned back into text. SQLite's driver gives that text already; on PostgreSQL the cursor reads
     them so (models.databases.times_as_text), and everything else as every cursor does.
     """

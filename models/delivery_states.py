@@ -46,7 +46,7 @@ _SESSION_DELIVERY = (*_DELIVERY, "relayed")
 Pairs = list[tuple[int, int]]  # (delivery id, generation)
 
 # Set when this context's writes left deliveries waiting for a relay (made pending, or sent again): an API request
-# wakes a relay only then (riskapi.api.app), instead of pushing a token to Redis after every write.
+# wakes a relay only then (api.app), instead of pushing a token to Redis after every write.
 _LEFT_WAITING: contextvars.ContextVar[bool] = contextvars.ContextVar("left_waiting", default=False)
 
 

@@ -78,7 +78,7 @@ class Webhook(PublicModel):
     disabled = peewee.DateTimeField(null=True)
     # Deliveries failed for good in a row; a success resets it, the limit disables the webhook.
     failures = peewee.IntegerField(default=0)
-    # A listen session's end, pushed forward while its stream is held (riskapi.api.listen_stream); null for
+    # A listen session's end, pushed forward while its stream is held (api.listen_stream); null for
     # a subscription. Added by migration 0007.
     listen_expires = peewee.DateTimeField(null=True)
     # The channels it takes (pack_channels), or NULL: every event of its types. Added by migration 0008.

@@ -7,8 +7,8 @@ import httpx
 import pytest
 
 import models
+from foundation.config import Settings
 from jobs.runtime.embedded_redis import EmbeddedRedis
-from riskapi.config import Settings
 from tests.support import CREATED_AGENCIES, make_tenant, settle_pending
 from toolkit.receiver import Receiver
 from toolkit.serving import ServerThread, answers, free_port, wait_until
@@ -49,7 +49,7 @@ def connection(database):
 @pytest.fixture(scope="session")
 def server(settings, database):
     """The real app, served over HTTP."""
-    from riskapi.api.app import create_app
+    from api.app import create_app
 
     app = create_app(settings)
     with ServerThread(app, free_port()) as running:
@@ -146,7 +146,7 @@ def start_worker(server, settings, redis_url, receiver, queue_name):
 
 @pytest.fixture
 def start_api(server, settings):
-    """Start API processes (`uvicorn riskapi.api.app:asgi --factory`) on the test database; return their base URL."""
+    """Start API processes (`uvicorn api.app:asgi --factory`) on the test database; return their base URL."""
     import subprocess
     import sys
 
@@ -155,7 +155,7 @@ def start_api(server, settings):
     def start(**env_overrides) -> str:
         port = free_port()
         env = {**os.environ, "DATABASE_URL": settings.database_url, **env_overrides}
-        command = [sys.executable, "-m", "uvicorn", "riskapi.api.app:asgi", "--factory"]
+        command = [sys.executable, "-m", "uvicorn", "api.app:asgi", "--factory"]
         command += ["--port", str(port), "--log-level=warning"]
         started.append(subprocess.Popen(command, env=env))
         url = f"http://127.0.0.1:{port}/api/v1"

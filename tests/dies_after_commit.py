@@ -6,7 +6,7 @@ of uvicorn): the first transaction that stores an Idempotency-Key's answer (mode
 answer are then committed and the client never hears back, as if the process were killed at that moment;
 no clock or signal decides when, so a busy machine cannot move the fault.
 
-    python -m tests.dies_after_commit riskapi.api.app:asgi --factory --port 8000
+    python -m tests.dies_after_commit api.app:asgi --factory --port 8000
 """
 
 import os

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import models
-from riskapi.config import Settings
+from foundation.config import Settings
 from tests.support import make_tenant
 from toolkit.serving import ServerThread, free_port
 from toolkit.tenants import reset_database
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     # A plan limit the fuzzer cannot reach, so webhook creates are exercised rather than refused.
     tenant = make_tenant(webhook_limit=1_000_000)
 
-    from riskapi.api.app import create_app
+    from api.app import create_app
 
     with ServerThread(create_app(settings), free_port()) as server:
         base = server.url + "/api/v1"

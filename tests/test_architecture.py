@@ -3,14 +3,14 @@
 How names are read (kept simple on purpose):
 - Only inline code spans count: text between single backticks, outside fenced ``` blocks.
 - A span is a name when it is a dotted Python name whose first part is one of the five roots
-  (riskapi, handlers, models, jobs, spec), e.g. `riskapi.api.app`, `jobs.relay`,
+  (riskapi, handlers, models, jobs, spec), e.g. `api.app`, `jobs.relay`,
   `handlers.common.list_page`, `models.atomic`; a trailing `()` is dropped (`spec.resolved()`).
   Anything else (`spec/openapi.yaml`, `RISKAPI_THREADS`, `handlers.*`, `Retry-After`) is prose.
 - A name exists when its longest prefix that is a module has a file (name.py or
   name/__init__.py), and the parts after it name something bound at that module's top level
   (a function, a class, a constant, an import), then, for a third part, inside that class.
 - A module is named when a name equals it or starts with it and a dot (`jobs.relay.Relay` names
-  `jobs.relay`; `riskapi.api.app` names `riskapi.api` and `riskapi`). Migration scripts, whose
+  `jobs.relay`; `api.app` names `api` and `riskapi`). Migration scripts, whose
   file names start with a digit, are loaded by path, never imported by name: they need no mention.
 """
 
@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ROOTS = ("riskapi", "handlers", "models", "jobs", "spec")
+ROOTS = ("riskapi", "api", "handlers", "services", "webhooks", "jobs", "models", "foundation", "spec")
 DOCUMENT = ROOT / "ARCHITECTURE.md"
 NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 

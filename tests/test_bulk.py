@@ -1,13 +1,13 @@
-"""riskapi.services.risk_data_rules: the database rules of bulk writes (numbers, references, existence, delete order)."""
+"""services.risk_data_rules: the database rules of bulk writes (numbers, references, existence, delete order)."""
 
 import peewee
 import pytest
 
+from foundation.exceptions import ApiError, ValidationFailed
 from models.risk_data import Address, Building, Driver, Premise, Vehicle
-from riskapi.exceptions import ApiError, ValidationFailed
-from riskapi.services import risk_data_rules as bulk
-from riskapi.services import risk_data_writes
-from riskapi.services.messages import message
+from services import risk_data_rules as bulk
+from services import risk_data_writes
+from services.messages import message
 
 
 def body(kind: str, *datas, **extra) -> dict:

@@ -13,7 +13,7 @@ from toolkit.serving import ServerThread, answers, free_port
 
 def run(db_url, *args):
     env = {**os.environ, "DATABASE_URL": db_url}
-    out = subprocess.run([sys.executable, "-m", "riskapi.process", *args], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "riskapi", *args], env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
 
@@ -30,8 +30,8 @@ def test_agency_token_risk_then_the_token_works(tmp_path):
     assert stored.stdout.strip() == "0"  # only the hash is stored
 
     import models
-    from riskapi.api.app import create_app
-    from riskapi.config import Settings
+    from api.app import create_app
+    from foundation.config import Settings
 
     try:
         app = create_app(Settings(database_url=url, validate_responses=True))
@@ -48,22 +48,22 @@ def test_agency_token_risk_then_the_token_works(tmp_path):
 
 def lines(db_url, *args):
     env = {**os.environ, "DATABASE_URL": db_url}
-    out = subprocess.run([sys.executable, "-m", "riskapi.process", *args], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "riskapi", *args], env=env, capture_output=True, text=True, check=True)
     return [json.loads(line) for line in out.stdout.splitlines()]
 
 
 def test_quickstart_exports_a_tenant_the_api_answers_for(tmp_path):
     url = f"sqlite:///{tmp_path}/quick.db"
     import models
-    from riskapi.api.app import create_app
-    from riskapi.config import Settings
+    from api.app import create_app
+    from foundation.config import Settings
 
     try:
         app = create_app(Settings(database_url=url, validate_responses=True))
         with ServerThread(app, free_port()) as server:
             # As the README and serve's greeting say: eval its lines; RISKAPI_API_URL is the API it exports.
             script = (
-                f'eval "$({sys.executable} -m riskapi.process quickstart)" && '
+                f'eval "$({sys.executable} -m riskapi quickstart)" && '
                 'printf "%s\\n" "$API" "$TOKEN" "$RISK" "$H" "$RISKAPI_API_URL" "$RISKAPI_TOKEN"'
             )
             env = {**os.environ, "DATABASE_URL": url, "RISKAPI_API_URL": f"{server.url}/api/v1"}
@@ -82,7 +82,7 @@ def test_quickstart_exports_a_tenant_the_api_answers_for(tmp_path):
     assert lines(url, "token", "list", "--agency", agency["uuid"])[0]["prefix"] == token[:11]
     flags = ["--name", "Beta", "--risk-name", "Vans", "--webhook-limit", "1000000", "--api-url", "http://127.0.0.1:9000/api/v1/"]
     printed = subprocess.run(
-        [sys.executable, "-m", "riskapi.process", "quickstart", *flags],
+        [sys.executable, "-m", "riskapi", "quickstart", *flags],
         env={**os.environ, "DATABASE_URL": url},
         capture_output=True,
         text=True,
@@ -116,7 +116,7 @@ def test_agency_list_and_risk_list_find_a_lost_uuid(tmp_path):
     env = {**os.environ, "DATABASE_URL": url}
     for agency, message in [("nope", "riskapi: agency 'nope' is not a UUID"), (str(uuid.uuid4()), "riskapi: no agency ")]:
         done = subprocess.run(
-            [sys.executable, "-m", "riskapi.process", "risk", "list", "--agency", agency], env=env, capture_output=True, text=True
+            [sys.executable, "-m", "riskapi", "risk", "list", "--agency", agency], env=env, capture_output=True, text=True
         )
         assert done.returncode == 1 and done.stdout == "" and done.stderr.startswith(message) and "Traceback" not in done.stderr
 
@@ -134,7 +134,7 @@ def test_serve_says_where_it_listens_how_to_make_a_tenant_and_is_ready_with_its_
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update(DATABASE_URL=f"sqlite:///{tmp_path}/first.db")  # warnings as a user's terminal shows them
     port = free_port()
-    command = [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port)]
+    command = [sys.executable, "-m", "riskapi", "serve", "--port", str(port)]
     serve = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
 
@@ -176,7 +176,7 @@ def test_serve_no_worker_runs_the_api_alone(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update(DATABASE_URL=f"sqlite:///{tmp_path}/alone.db")
     port = free_port()
-    command = [sys.executable, "-m", "riskapi.process", "serve", "--no-worker", "--port", str(port)]
+    command = [sys.executable, "-m", "riskapi", "serve", "--no-worker", "--port", str(port)]
     serve = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     try:
 
@@ -215,14 +215,14 @@ def test_sigterm_lets_an_in_flight_request_finish_and_takes_no_new_one(tmp_path)
     env.update(DATABASE_URL=f"sqlite:///{tmp_path}/graceful.db")
 
     def cli(*args):
-        out = subprocess.run([sys.executable, "-m", "riskapi.process", *args], env=env, capture_output=True, check=True)
+        out = subprocess.run([sys.executable, "-m", "riskapi", *args], env=env, capture_output=True, check=True)
         return json.loads(out.stdout)
 
     agency = cli("agency", "create", "--name", "Graceful")
     headers = {"Authorization": "Bearer " + cli("token", "create", "--agency", agency["uuid"])["token"]}
     risk = cli("risk", "create", "--agency", agency["uuid"], "--type", "commercial")["uuid"]
     port = free_port()
-    command = [sys.executable, "-m", "riskapi.process", "serve", "--no-worker", "--port", str(port)]
+    command = [sys.executable, "-m", "riskapi", "serve", "--no-worker", "--port", str(port)]
     serve = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}/api/v1"
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from riskapi.config import Settings, SettingsError
+from foundation.config import Settings, SettingsError
 
 
 def test_defaults_and_typed_values():
@@ -58,15 +58,15 @@ def test_a_malformed_value_names_its_variable(name, value, message):
 )
 def test_the_command_line_stops_with_one_line_not_a_traceback(tmp_path, command, name, value):
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/x.db", **{name: value})
-    done = subprocess.run([sys.executable, "-m", "riskapi.process", *command], env=env, capture_output=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "riskapi", *command], env=env, capture_output=True, timeout=60)
     assert done.returncode == 1
     [line] = done.stderr.decode().strip().splitlines()
     assert line.startswith(f"riskapi: {name}={value!r} is not a ")
 
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCTION = ("riskapi", "handlers", "models", "jobs", "spec")
-# The service's own variables, named as literals wherever they are read (riskapi.process.cli: RISKAPI_WORKERS).
+PRODUCTION = ("riskapi", "api", "handlers", "services", "webhooks", "jobs", "models", "foundation", "spec")
+# The service's own variables, named as literals wherever they are read (riskapi.cli: RISKAPI_WORKERS).
 OWN = re.compile(r"RISKAPI_[A-Z0-9_]+")
 
 

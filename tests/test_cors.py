@@ -16,7 +16,7 @@ REQUEST_HEADERS = "authorization, content-type, accept, precognition, precogniti
 @pytest.fixture(scope="module")
 def cors_client(server, settings):
     """A second app, on the same database, with CORS for ORIGIN."""
-    from riskapi.api.app import create_app
+    from api.app import create_app
 
     app = create_app(dataclasses.replace(settings, cors_origins=(ORIGIN, "http://localhost:8080")))
     with ServerThread(app, free_port()) as running:
@@ -40,7 +40,7 @@ def vary(response) -> set[str]:
 
 
 def test_settings_read_a_comma_separated_list():
-    from riskapi.config import Settings
+    from foundation.config import Settings
 
     assert Settings.from_env({}).cors_origins == ()
     env = {"RISKAPI_CORS_ORIGINS": " https://a.example.com/, http://localhost:8080 ,"}

@@ -122,7 +122,7 @@ def test_database_down_answers_503_then_recovers(server, settings, tmp_path):
     database = settings.database_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
     assert database != settings.database_url
     env = dict(os.environ, DATABASE_URL=database, RISKAPI_VALIDATE_RESPONSES="1")
-    command = [sys.executable, "-m", "uvicorn", "riskapi.api.app:asgi", "--factory", "--port", str(port)]
+    command = [sys.executable, "-m", "uvicorn", "api.app:asgi", "--factory", "--port", str(port)]
     log = tmp_path / "api.log"
     api = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
     try:
@@ -206,7 +206,7 @@ def test_a_request_takes_a_pooled_connection_and_gives_it_back_and_a_broken_one_
     models.bind(settings.database_url)
 
     def request(sql: str) -> int:
-        # What riskapi.api.app does around a request: check_out before, give_back after.
+        # What api.app does around a request: check_out before, give_back after.
         models.check_out()
         pid = models.db.execute_sql("SELECT pg_backend_pid()").fetchone()[0]
         models.db.execute_sql(sql)

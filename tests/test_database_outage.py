@@ -20,7 +20,7 @@ def test_a_database_crash_under_delivery_load_loses_nothing_and_sends_again_only
     quick = {"RISKAPI_WEBHOOK_TIMEOUT": "2", "RISKAPI_WEBHOOK_STALE_AFTER": "3", "RISKAPI_WEBHOOK_RELAY_INTERVAL": "0.05"}
     plan = Plan(
         root=ROOT,
-        command=[sys.executable, "-m", "riskapi.process"],
+        command=[sys.executable, "-m", "riskapi"],
         fault="crash",
         after=5.0,
         down=7.0,

@@ -15,8 +15,8 @@ import time
 import httpx
 import psutil
 
+from foundation.signing import verify
 from riskapi import __version__
-from riskapi.webhooks.signing import verify
 from tests.support import make_tenant, make_webhook
 from tests.webhook_support import EmbeddedRedis, add_driver, deliveries, descendants, running, settled
 from toolkit.receiver import Reply
@@ -295,16 +295,14 @@ def test_serve_runs_api_relay_worker_and_embedded_redis_and_stops_them_all(tmp_p
     )
 
     def cli(*args):
-        out = subprocess.run([sys.executable, "-m", "riskapi.process", *args], env=env, capture_output=True, check=True)
+        out = subprocess.run([sys.executable, "-m", "riskapi", *args], env=env, capture_output=True, check=True)
         return json.loads(out.stdout)
 
     agency = cli("agency", "create", "--name", "Serve")
     token = cli("token", "create", "--agency", agency["uuid"])["token"]
     risk = cli("risk", "create", "--agency", agency["uuid"], "--type", "commercial")["uuid"]
     port = free_port()
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port)], env=env, start_new_session=True
-    )
+    serve = subprocess.Popen([sys.executable, "-m", "riskapi", "serve", "--port", str(port)], env=env, start_new_session=True)
     try:
         headers = {"Authorization": f"Bearer {token}"}
         with httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v1", headers=headers, timeout=10) as http:
@@ -340,7 +338,7 @@ def test_worker_burst_delivers_what_is_waiting_and_exits(client, tenant, setting
     worker = WorkerProcess(settings.database_url, redis_url, queue_name, ca_bundle=receiver.ca_path)
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "riskapi.process", "worker", "--burst"], env=worker.env, capture_output=True, timeout=60
+            [sys.executable, "-m", "riskapi", "worker", "--burst"], env=worker.env, capture_output=True, timeout=60
         )
     finally:
         worker.stop()  # never started: this only removes its log file
@@ -353,9 +351,7 @@ def test_serve_killed_outright_takes_its_worker_and_redis_down(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env["DATABASE_URL"] = f"sqlite:///{tmp_path}/killed.db"
     port = free_port()
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port)], env=env, start_new_session=True
-    )
+    serve = subprocess.Popen([sys.executable, "-m", "riskapi", "serve", "--port", str(port)], env=env, start_new_session=True)
     try:
 
         def up():
@@ -392,7 +388,7 @@ def test_serve_killed_outright_takes_its_worker_and_redis_down(tmp_path):
 def test_a_deliveries_page_shows_each_delivery_with_the_attempts_of_one_moment(client, tenant, settings, monkeypatch):
     from playhouse.db_url import connect
 
-    from riskapi.services import webhook_ops
+    from services import webhook_ops
 
     hook = make_webhook(client, tenant)  # nothing sends to it here: its delivery waits, unattempted
     add_driver(client, tenant)

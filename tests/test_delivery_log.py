@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from riskapi.webhooks.signing import verify
+from foundation.signing import verify
 from tests.support import make_webhook
 from tests.webhook_support import add_driver, deliveries, settled
 from toolkit.receiver import Reply

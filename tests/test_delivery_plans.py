@@ -13,7 +13,7 @@ import pytest
 import models
 from models import delivery_states, utcnow
 from models.webhooks import PENDING, SUCCEEDED, Delivery, Webhook, pack_events
-from riskapi.webhooks import outbox
+from webhooks import outbox
 
 BACKLOG = 2000
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from models import delivery_states
 
 ROOT = Path(__file__).resolve().parent.parent
-TREES = ("riskapi", "handlers", "models", "jobs", "bench", "tools", "toolkit")
+TREES = ("riskapi", "api", "handlers", "services", "webhooks", "jobs", "models", "foundation", "bench", "tools", "toolkit")
 OWNER = ROOT / "models" / "delivery_states.py"
 WRITES = {"update", "insert", "insert_many", "insert_from", "replace", "replace_many", "create", "get_or_create", "save"}
 WRITES |= {"bulk_create", "bulk_update"}

@@ -134,7 +134,7 @@ def test_serve_stops_on_a_signal_to_dev_py_with_exit_0_and_leaves_no_process(pro
 def riskapi(env: dict, *args: str) -> dict:
     """Run a `riskapi` command (this worktree's code) with env; return the JSON it printed."""
     env = dict(env, PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-m", "riskapi.process", *args], cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "riskapi", *args], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -144,7 +144,7 @@ def test_listen_stops_on_a_signal_to_dev_py_with_exit_0_ends_its_session_and_lea
     env = user_env(tmp_path)
     port = free_port()
     api_url = f"http://127.0.0.1:{port}/api/v1"
-    argv = [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port), "--no-worker"]
+    argv = [sys.executable, "-m", "riskapi", "serve", "--port", str(port), "--no-worker"]
     serve = subprocess.Popen(
         argv, cwd=ROOT, env=dict(env, PYTHONPATH=str(ROOT)), start_new_session=True, stdout=subprocess.DEVNULL
     )

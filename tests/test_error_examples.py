@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 import spec
-from riskapi.services.schema_validation import SchemaValidator
+from services.schema_validation import SchemaValidator
 from tests.support import make_tenant, make_webhook, webhook_items
 from tests.test_examples import OPERATIONS
 from toolkit.tenants import items

@@ -8,9 +8,9 @@ import pytest
 
 import models
 from models.webhooks import Delivery, Event
-from riskapi.webhooks import outbox
 from tests.support import make_webhook
 from toolkit.tenants import items
+from webhooks import outbox
 
 
 def log(client, tenant, hook, **params) -> list[dict]:
@@ -248,7 +248,7 @@ def test_record_writes_in_bulk_for_a_thousand_objects(client, tenant):
 
 def test_event_types_list_every_event_with_its_payload_schema_from_the_spec(client, tenant):
     import spec
-    from riskapi.services.schema_validation import SchemaValidator
+    from services.schema_validation import SchemaValidator
 
     response = client.get("/event-types", headers=tenant.headers)
     assert response.status_code == 200, response.text

@@ -2,7 +2,7 @@
 
 Each operation has a request example (when it takes a body), an example of its
 success response and one of its 422. All are checked with the validator the app
-itself uses (`riskapi.services.schema_validation.SchemaValidator`) against the spec's resolved
+itself uses (`services.schema_validation.SchemaValidator`) against the spec's resolved
 schemas. Then the examples are replayed in the order of a story (create, list,
 update, delete; subscribe, ping, redeliver) against the running app for a fresh
 tenant: every request example must get exactly its documented response, up to
@@ -16,7 +16,7 @@ import re
 import pytest
 
 import spec
-from riskapi.services.schema_validation import SchemaValidator
+from services.schema_validation import SchemaValidator
 
 METHODS = ("get", "put", "post", "patch", "delete")
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

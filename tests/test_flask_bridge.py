@@ -1,4 +1,4 @@
-"""riskapi.api.flask_bridge: Flask in handler threads as Connexion's last middleware, each operation wrapped once."""
+"""api.flask_bridge: Flask in handler threads as Connexion's last middleware, each operation wrapped once."""
 
 import asyncio
 import functools
@@ -10,12 +10,12 @@ import flask
 import httpx
 from connexion.middleware import ConnexionMiddleware
 
-from riskapi.api.flask_bridge import WsgiBridge
-from riskapi.api.handler_threads import HandlerThreads
+from api.flask_bridge import WsgiBridge
+from api.handler_threads import HandlerThreads
 
 
 def _bridged(threads: HandlerThreads) -> connexion.FlaskApp:
-    """Return a bare FlaskApp whose Flask runs in these threads, as riskapi.api.app builds the service."""
+    """Return a bare FlaskApp whose Flask runs in these threads, as api.app builds the service."""
     bridge = functools.partial(WsgiBridge, threads=threads)
     return connexion.FlaskApp(__name__, middlewares=[*ConnexionMiddleware.default_middlewares, bridge])
 
@@ -112,7 +112,7 @@ def test_each_request_is_queued_as_a_read_or_a_write_by_its_method_and_precognit
 def test_each_operation_is_wrapped_once_not_on_every_request(settings, database, tenant, monkeypatch):
     from connexion.decorators.parameter import SyncParameterDecorator
 
-    from riskapi.api.app import create_app
+    from api.app import create_app
 
     wrapped = []
     decorate = SyncParameterDecorator.__call__

@@ -1,4 +1,4 @@
-"""riskapi.api.handler_threads: reads go first, writes wait at most the write delay, calls behave as in a thread pool."""
+"""api.handler_threads: reads go first, writes wait at most the write delay, calls behave as in a thread pool."""
 
 import threading
 import time
@@ -6,8 +6,8 @@ import types
 
 import pytest
 
-from riskapi.api import handler_threads
-from riskapi.api.handler_threads import HandlerThreads
+from api import handler_threads
+from api.handler_threads import HandlerThreads
 from toolkit.serving import wait_until
 
 

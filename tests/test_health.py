@@ -5,7 +5,7 @@ import dataclasses
 import httpx
 
 import models
-from riskapi.api.app import create_app
+from api.app import create_app
 from toolkit.serving import ServerThread, free_port
 
 

@@ -7,12 +7,12 @@ import pytest
 
 import models
 import spec
+from api import idempotency
 from models import utcnow
 from models.idempotency import IdempotencyKey
 from models.risk_data import Driver
 from models.tenancy import Risk
 from models.webhooks import Delivery, Event, Webhook
-from riskapi.api import idempotency
 from tests.support import make_webhook
 from toolkit.tenants import items
 

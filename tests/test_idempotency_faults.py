@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 import models
+from api import idempotency
 from models.tenancy import Risk
-from riskapi.api import idempotency
 from tests import dies_after_commit
 from tests.support import make_webhook
 from tests.test_idempotency import counts, keyed, stored
@@ -100,7 +100,7 @@ def test_a_retry_while_the_first_request_runs_answers_409_and_the_first_answer_a
 def start_api(settings, runner: str = "uvicorn") -> tuple[subprocess.Popen, str]:
     """Start an API process (`python -m runner`, uvicorn's command line) on the test database; return it and its base URL."""
     port = free_port()
-    command = [sys.executable, "-m", runner, "riskapi.api.app:asgi", "--factory", "--port", str(port), "--log-level=warning"]
+    command = [sys.executable, "-m", runner, "api.app:asgi", "--factory", "--port", str(port), "--log-level=warning"]
     # From the checkout's root: `-m` imports this checkout's packages (and tests.*), not an installed copy.
     process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "DATABASE_URL": settings.database_url})
     url = f"http://127.0.0.1:{port}/api/v1"

@@ -49,7 +49,7 @@ def test_the_rule_finds_a_repeat_and_leaves_unique_and_partial_indexes():
 def test_no_index_of_the_migrated_schema_repeats_another(tmp_path):
     path = tmp_path / "schema.db"
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{path}"}
-    subprocess.run([sys.executable, "-m", "riskapi.process", "db", "upgrade"], env=env, check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "riskapi", "db", "upgrade"], env=env, check=True, capture_output=True)
     found = indexes(str(path))
     assert {"delivery", "driver", "event"} <= set(found)  # the schema was read
     assert repeats(found) == []

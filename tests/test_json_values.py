@@ -9,8 +9,8 @@ import pytest
 import models
 from models.risk_data import KINDS, Building, Driver, Premise, Vehicle
 from models.tenancy import Risk
-from riskapi.services import render
-from riskapi.services.json_values import day, flag, identifier, moment
+from services import render
+from services.json_values import day, flag, identifier, moment
 
 
 def create(client, tenant, kind: str, items: list[dict]) -> list[dict]:

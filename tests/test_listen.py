@@ -17,11 +17,11 @@ import pytest
 import standardwebhooks
 
 import spec
+from foundation import signing
 from jobs import retention
 from models import utcnow
 from models.tenancy import Risk
 from models.webhooks import Webhook
-from riskapi.webhooks import signing
 from tests.support import make_webhook
 from toolkit import ROOT
 from toolkit.serving import answers, free_port, stop_serve, wait_until
@@ -200,7 +200,7 @@ class Cli:
     def __init__(self, api_url: str, token: str, *args: str):
         env = dict(os.environ, RISKAPI_API_URL=api_url, RISKAPI_TOKEN=token, PYTHONUNBUFFERED="1")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-        command = [sys.executable, "-m", "riskapi.process", *args]
+        command = [sys.executable, "-m", "riskapi", *args]
         self.process = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=_as_at_a_terminal
         )
@@ -298,7 +298,7 @@ def test_listen_forwards_signed_deliveries_to_a_local_receiver_and_ends_on_ctrl_
 
 def riskapi(env: dict, *args: str) -> dict:
     """Run a `riskapi` command on the database env names; return the JSON it printed."""
-    done = subprocess.run([sys.executable, "-m", "riskapi.process", *args], cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "riskapi", *args], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -307,7 +307,7 @@ def test_listen_works_with_serve_workers_2(tmp_path, local_receiver):
     """The stream is held by one API process; the trigger, the driver and the reports reach either of the two."""
     port = free_port()
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/listen.db", RISKAPI_RATE_LIMIT="0", RISKAPI_ACCESS_LOG="0")
-    argv = [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
+    argv = [sys.executable, "-m", "riskapi", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
     serve = subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
     api_url = f"http://127.0.0.1:{port}/api/v1"
     try:
@@ -328,7 +328,7 @@ def test_serve_stopping_ends_the_stream_it_holds(tmp_path, local_receiver):
     """`serve` (one process, uvicorn.run) asked to stop does not wait for a held stream to run out."""
     port = free_port()
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/stop.db", RISKAPI_RATE_LIMIT="0", RISKAPI_ACCESS_LOG="0")
-    argv = [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port), "--no-worker"]
+    argv = [sys.executable, "-m", "riskapi", "serve", "--port", str(port), "--no-worker"]
     serve = subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
     api_url = f"http://127.0.0.1:{port}/api/v1"
     cli = None

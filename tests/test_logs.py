@@ -7,7 +7,8 @@ import warnings
 
 import pytest
 
-from riskapi.observability import formats, logs
+from api import access_log as logs
+from foundation import formats
 from toolkit.serving import wait_until
 from toolkit.tenants import items
 
@@ -86,10 +87,10 @@ def test_every_logger_of_a_process_has_the_request_lines_format(capsys):
         try:
             raise ValueError("boom")
         except ValueError:
-            logging.getLogger("riskapi.api").exception("failed")
+            logging.getLogger("api").exception("failed")
         [line] = capsys.readouterr().err.strip().splitlines()  # the traceback too is on the one line
         parsed = json.loads(line)
-        assert (parsed["logger"], parsed["level"], parsed["message"]) == ("riskapi.api", "ERROR", "failed")
+        assert (parsed["logger"], parsed["level"], parsed["message"]) == ("api", "ERROR", "failed")
         assert "ValueError: boom" in parsed["traceback"] and parsed["time"].endswith("Z")
         # A library's warnings.warn (RQ's, in a worker) is a line of the same format, not two bare ones.
         with warnings.catch_warnings():

@@ -10,7 +10,7 @@ import sys
 import httpx
 
 import models
-from riskapi.api.app import create_app
+from api.app import create_app
 from tests.support import make_tenant
 from toolkit.serving import ServerThread, answers, free_port, wait_until
 
@@ -64,7 +64,7 @@ def test_serve_with_two_api_processes_counts_them_whole(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "PROMETHEUS_MULTIPROC_DIR"}}
     env.update(DATABASE_URL=f"sqlite:///{tmp_path}/metrics.db")
     port = free_port()
-    command = [sys.executable, "-m", "riskapi.process", "serve", "--workers", "2", "--port", str(port)]
+    command = [sys.executable, "-m", "riskapi", "serve", "--workers", "2", "--port", str(port)]
     serve = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -82,7 +82,7 @@ def test_serve_with_two_api_processes_counts_them_whole(tmp_path):
         if serve.poll() is None:
             os.killpg(serve.pid, signal.SIGKILL)
             serve.wait()
-        from riskapi.config import Settings
+        from foundation.config import Settings
 
         models.bind(Settings.from_env().database_url)
 

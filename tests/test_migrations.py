@@ -21,8 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from riskapi.process.serve import stop_process_group
-from riskapi.webhooks.signing import generate_secret
+from foundation.signing import generate_secret
+from riskapi.serve import stop_process_group
 from toolkit.serving import answers, free_port, wait_until
 
 SCHEMA = Path(__file__).parent / "schema_4e3b5fc"
@@ -127,7 +127,7 @@ def scratch(tmp_path):
 
 def riskapi(url: str, *args, check=True) -> subprocess.CompletedProcess:
     env = {**os.environ, "DATABASE_URL": url}
-    return subprocess.run([sys.executable, "-m", "riskapi.process", *args], env=env, capture_output=True, text=True, check=check)
+    return subprocess.run([sys.executable, "-m", "riskapi", *args], env=env, capture_output=True, text=True, check=check)
 
 
 def lines(process) -> list:
@@ -272,7 +272,7 @@ def test_fresh_old_and_model_schemas_are_one_schema(scratch):
 FAILING = """
 import sys, types
 from models import migrations
-from riskapi.process import cli
+from riskapi import cli
 
 def up(migrator, database):
     import peewee
@@ -322,7 +322,7 @@ def _serving(url: str):
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env["DATABASE_URL"] = url
     port = free_port()
-    command = [sys.executable, "-m", "riskapi.process", "serve", "--no-worker", "--port", str(port)]
+    command = [sys.executable, "-m", "riskapi", "serve", "--no-worker", "--port", str(port)]
     serve = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}/api/v1"
     try:

@@ -62,7 +62,7 @@ def stopping_postgres():
 @pytest.mark.parametrize("command", ["serve", "worker"])
 def test_a_notice_sent_while_connecting_is_never_a_bare_line(stopping_postgres, command, tmp_path):
     env = dict(os.environ, DATABASE_URL=stopping_postgres, RISKAPI_LOG_FORMAT="json", REDIS_URL="redis://127.0.0.1:1/0")
-    argv = [sys.executable, "-m", "riskapi.process", command, *(["--port", str(free_port())] if command == "serve" else [])]
+    argv = [sys.executable, "-m", "riskapi", command, *(["--port", str(free_port())] if command == "serve" else [])]
     done = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
 
     assert done.returncode == 1, done.stderr
@@ -79,7 +79,7 @@ def test_the_api_processes_lines_reach_serves_stderr_as_their_own(tmp_path):
     """`serve --workers 2` gives its API processes its real stderr: their lines are never wrapped as serve's."""
     port = free_port()
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/api.db", RISKAPI_LOG_FORMAT="json", RISKAPI_ACCESS_LOG="1")
-    argv = [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
+    argv = [sys.executable, "-m", "riskapi", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
     log = tmp_path / "serve.log"
     with log.open("w") as sink:
         serve = subprocess.Popen(argv, env=env, cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL, stderr=sink)

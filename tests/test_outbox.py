@@ -1,4 +1,4 @@
-"""riskapi.webhooks.outbox: events and deliveries written in the caller's transaction, for the subscribed active webhooks only."""
+"""webhooks.outbox: events and deliveries written in the caller's transaction, for the subscribed active webhooks only."""
 
 import datetime
 import json
@@ -8,8 +8,8 @@ import pytest
 
 import models
 from models.webhooks import PENDING, PING, SKIPPED, Delivery, Event, Webhook, pack_events
-from riskapi.webhooks import outbox
 from tests.support import make_tenant
+from webhooks import outbox
 
 
 def hook(agency_id: int, *events: str, disabled=None) -> Webhook:

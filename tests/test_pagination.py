@@ -6,10 +6,10 @@ import functools
 import httpx
 import pytest
 
+from foundation.exceptions import ValidationFailed
 from models.risk_data import Driver, Vehicle
-from riskapi.exceptions import ValidationFailed
-from riskapi.services.list_query import ListSpec
-from riskapi.services.pagination import Paginator, envelope
+from services.list_query import ListSpec
+from services.pagination import Paginator, envelope
 from toolkit.tenants import items
 
 
@@ -136,7 +136,7 @@ def test_per_page_bounds(client, tenant, value, message):
     assert response.json()["message"] == {"per_page": [message]}
 
 
-# ---- riskapi.services.pagination, called directly ------------------------------------------------------------
+# ---- services.pagination, called directly ------------------------------------------------------------
 
 SECRET = b"cursor-secret"
 
@@ -271,7 +271,7 @@ def test_a_page_of_written_texts_reads_what_peewee_reads(profile, filters, sort)
     # PreparedPages writes the text once per shape and each request's filters into its hole (models.prepared):
     # walked both ways, every page and cursor equals Peewee's query of the same filters.
     from handlers.risk_data import _pages
-    from riskapi.services import render
+    from services import render
 
     vehicle = Vehicle.create(risk=profile.id, number=1)
     for number, name in enumerate(["n1", None, "n2", "n10", None, "n1", "x"] * 2, start=1):
@@ -324,8 +324,8 @@ def test_a_page_of_written_texts_reads_what_peewee_reads(profile, filters, sort)
 def test_a_list_keeps_only_its_latest_page_shapes(profile):
     # The sort takes up to 20 columns in any order and direction: a caller could ask for countless shapes,
     # so a list keeps the latest SHAPES_KEPT written and writes an older one again when asked.
-    from riskapi.services import render
-    from riskapi.services.pagination import SHAPES_KEPT, PreparedPages
+    from services import render
+    from services.pagination import SHAPES_KEPT, PreparedPages
 
     Driver.create(risk=profile.id, number=1, last_name="kept")
     pages_ = PreparedPages(Driver, lambda risk: render.select_all(Driver).where(Driver.risk == risk), Driver.risk)
@@ -343,8 +343,8 @@ def test_a_list_keeps_only_its_latest_page_shapes(profile):
 def test_a_list_keeps_its_latest_filter_sets_written_and_never_a_bad_one(profile):
     # A filter set asked again is not written again (a client paging through, a dashboard polling); the sets kept
     # are bounded, as a caller can send countless ones; a bad value is refused every time it comes.
-    from riskapi.exceptions import ValidationFailed
-    from riskapi.services.list_query import KEPT
+    from foundation.exceptions import ValidationFailed
+    from services.list_query import KEPT
 
     listing = ListSpec("listDrivers", Driver)
     first = listing.written(profile.id, {"license_state": "TX,CA", "created": "2020-01-01,"})

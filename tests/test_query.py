@@ -1,15 +1,15 @@
-"""riskapi.services.list_query: each kind of filter the spec declares narrows a list as documented; sorts become ordering keys."""
+"""services.list_query: each kind of filter the spec declares narrows a list as documented; sorts become ordering keys."""
 
 import datetime
 
 import peewee
 import pytest
 
+from foundation.exceptions import ValidationFailed
 from models.risk_data import Driver, Vehicle
 from models.tenancy import Risk
 from models.webhooks import Webhook, pack_events
-from riskapi.exceptions import ValidationFailed
-from riskapi.services.list_query import ListSpec, moment
+from services.list_query import ListSpec, moment
 
 
 def drivers_spec() -> ListSpec:

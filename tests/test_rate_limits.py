@@ -95,7 +95,7 @@ class _Clock:
 
 def _process(redis_url: str, limit: int, clock: _Clock, monkeypatch) -> tuple:
     """Return (a RateLimitMiddleware of one API process, the list of units it leased from Redis, one per round trip)."""
-    from riskapi.api import rate_limits
+    from api import rate_limits
 
     # The module's own clock, not time.monotonic itself: asyncio's loop reads that one for the client's timeouts.
     monkeypatch.setattr(rate_limits, "time", types.SimpleNamespace(monotonic=clock, time=time.time))
@@ -174,7 +174,7 @@ def test_a_silent_redis_is_asked_again_once_in_a_while_not_by_every_request(redi
 
     import redis.asyncio
 
-    from riskapi.api import rate_limits
+    from api import rate_limits
     from toolkit.serving import wait_until
     from toolkit.silent import SilentServer
 

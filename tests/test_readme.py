@@ -2,7 +2,7 @@
 
 Each `sh` block with a curl or `riskapi` line is cut into commands and run by bash, in order, against
 the served app: curl as written (only `-w` appended, for the status), the command line as
-`python -m riskapi.process` (what `python3 dev.py riskapi` runs, minus tox), the quick start's
+`python -m riskapi` (what `python3 dev.py riskapi` runs, minus tox), the quick start's
 `eval "$(... quickstart ...)"` read as the names it exports. A name in capitals
 (`RISK`, `DRIVER_UUID`...) is replaced by the uuid an earlier answer gave. Each answer must be the
 documented success status of its operation, in JSON, and match the answer the README shows under it.
@@ -22,10 +22,10 @@ import pytest
 
 import models
 import spec
+from foundation import signing
 from models.tenancy import Agency
-from riskapi.process.serve import EXPORTS, greeting, quickstart_command
-from riskapi.process.tenancy import DEFAULT_API_URL
-from riskapi.webhooks import signing
+from riskapi.serve import EXPORTS, greeting, quickstart_command
+from riskapi.tenancy import DEFAULT_API_URL
 from tests.support import CREATED_AGENCIES
 from tests.test_examples import OPERATIONS, success_status
 
@@ -161,7 +161,7 @@ def test_the_readme_commands_run_and_answer_as_shown(server, settings):
     env = {
         **os.environ,
         "DATABASE_URL": settings.database_url,
-        "RISKAPI_CLI": f"{sys.executable} -m riskapi.process",
+        "RISKAPI_CLI": f"{sys.executable} -m riskapi",
         "API": server.url + "/api/v1",
     }
     values: dict[str, str] = {}

@@ -16,11 +16,11 @@ from jobs.https import transport
 from jobs.lines import Engine, Item
 from models import utcnow
 from models.webhooks import FAILED, PENDING, SUCCEEDED, Attempt, Delivery, Webhook, pack_events
-from riskapi.webhooks import outbox
 from tests.support import make_webhook
 from tests.webhook_support import add_driver, settled
 from toolkit.receiver import Reply
 from toolkit.serving import wait_until
+from webhooks import outbox
 
 
 @pytest.fixture

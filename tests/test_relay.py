@@ -20,8 +20,8 @@ from jobs.outages import RESCUE_GRACE
 from jobs.relay import Relay
 from models import utcnow
 from models.webhooks import FAILED, Delivery, Webhook, pack_events
-from riskapi.webhooks import outbox
 from toolkit.serving import free_port, wait_until
+from webhooks import outbox
 
 
 class _Clock:

@@ -12,8 +12,8 @@ from jobs import retention
 from models import utcnow
 from models.idempotency import IdempotencyKey
 from models.webhooks import FAILED, PENDING, SKIPPED, SUCCEEDED, Attempt, Delivery, Event
-from riskapi.webhooks import outbox
 from tests.support import make_webhook
+from webhooks import outbox
 
 
 def deliveries_of(client, tenant, count: int, status: str, days_old: int) -> list[int]:

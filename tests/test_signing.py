@@ -11,8 +11,7 @@ import re
 import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from jobs.https.transport import post
-from riskapi.webhooks.signing import (
+from foundation.signing import (
     SECRET_PREFIX,
     generate_secret,
     sign,
@@ -22,6 +21,7 @@ from riskapi.webhooks.signing import (
     standard_signatures,
     verify,
 )
+from jobs.https.transport import post
 from toolkit.receiver import Receiver
 
 BODY = b'{"event":"risk.updated","id":42}'

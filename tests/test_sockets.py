@@ -1,4 +1,4 @@
-"""Tests for riskapi.process.sockets: `serve --workers N` spreads connections over its API processes and keeps them running."""
+"""Tests for riskapi.sockets: `serve --workers N` spreads connections over its API processes and keeps them running."""
 
 import json
 import os
@@ -11,7 +11,7 @@ import httpx
 import psutil
 import pytest
 
-from riskapi.process.sockets import reuse_port_socket
+from riskapi.sockets import reuse_port_socket
 from toolkit.serving import answers, free_port, stop_serve, wait_until
 
 
@@ -20,7 +20,7 @@ def serve(tmp_path):
     """Start `riskapi serve --workers 2 --no-worker` on SQLite; yield (process, port); stop it whatever happens."""
     port = free_port()
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/listener.db", RISKAPI_RATE_LIMIT="0")
-    argv = [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
+    argv = [sys.executable, "-m", "riskapi", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
     process = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
     try:
         # Both listening: each process listens once its app is built, so one may answer while the other still builds.
@@ -32,7 +32,7 @@ def serve(tmp_path):
 
 def api_processes(serve: subprocess.Popen) -> list[psutil.Process]:
     try:
-        return [child for child in psutil.Process(serve.pid).children() if "riskapi.process.sockets" in " ".join(child.cmdline())]
+        return [child for child in psutil.Process(serve.pid).children() if "riskapi.sockets" in " ".join(child.cmdline())]
     except psutil.Error:
         return []
 
@@ -88,7 +88,7 @@ def test_a_port_in_use_stops_serve_at_once(tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/taken.db")
-        argv = [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
+        argv = [sys.executable, "-m", "riskapi", "serve", "--port", str(port), "--workers", "2", "--no-worker"]
         run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
     assert run.returncode != 0 and "Address already in use" in run.stderr
 
@@ -100,7 +100,7 @@ def test_one_process_serve_on_a_port_in_use_says_so_and_never_serving(tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path}/taken.db")
-        argv = [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port), "--no-worker"]
+        argv = [sys.executable, "-m", "riskapi", "serve", "--port", str(port), "--no-worker"]
         run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
     assert run.returncode != 0 and f"cannot listen on 127.0.0.1:{port}: Address already in use" in run.stderr
     assert "serving" not in run.stdout and "quickstart" not in run.stdout
@@ -122,8 +122,8 @@ def test_settle_sets_start_ups_objects_aside_from_the_collectors_full_passes():
     # In a process of its own: frozen objects stay for good. What start-up built (the modules here) is
     # frozen; what is made after is collected as before.
     code = (
-        "import gc, json, riskapi.api.app\n"
-        "from riskapi.process import settle\n"
+        "import gc, json, api.app\n"
+        "from riskapi import settle\n"
         "before = len(gc.get_objects())\n"
         "settle()\n"
         "print(json.dumps([before, gc.get_freeze_count(), len(gc.get_objects())]))\n"

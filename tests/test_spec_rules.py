@@ -54,7 +54,7 @@ def test_a_date_filter_takes_february_29_exactly_in_leap_years(client, tenant):
 
 
 def test_a_url_field_is_an_iri_as_its_format_says_and_uri_would_be_ascii_only(client, tenant):
-    from riskapi.services.schema_validation import FORMATS
+    from services.schema_validation import FORMATS
 
     assert FORMATS["iri"]("https://\u00d0.example/caf\u00e9") and not FORMATS["uri"]("https://\u00d0.example/caf\u00e9")
     assert FORMATS["uri"]("https://xn--d-sfa.example/caf%C3%A9")

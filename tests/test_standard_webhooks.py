@@ -25,9 +25,9 @@ import standardwebhooks.webhooks
 from standardwebhooks import Webhook, WebhookVerificationError
 
 import models
+from foundation.config import Settings
+from foundation.signing import SECRET_PREFIX, sign_standard, standard_secret, verify
 from models.webhooks import Webhook as WebhookRow
-from riskapi.config import Settings
-from riskapi.webhooks.signing import SECRET_PREFIX, sign_standard, standard_secret, verify
 from tests.support import make_webhook
 from tests.webhook_support import add_driver, deliveries
 from toolkit import ROOT
@@ -361,9 +361,7 @@ def test_upgrade_adds_the_rotation_columns_to_an_existing_database(tmp_path):
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{path}", "PYTHONPATH": str(ROOT)}
 
     def cli(*args) -> dict:
-        done = subprocess.run(
-            [sys.executable, "-m", "riskapi.process", *args], env=env, capture_output=True, check=True, cwd=ROOT
-        )
+        done = subprocess.run([sys.executable, "-m", "riskapi", *args], env=env, capture_output=True, check=True, cwd=ROOT)
         return json.loads(done.stdout)
 
     cli("db", "upgrade")

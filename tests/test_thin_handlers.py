@@ -30,7 +30,9 @@ def offences(path: Path) -> list[str]:
                     found.append(f"{path.name}:{node.lineno} opens a transaction ({name})")
         elif isinstance(node, ast.Attribute) and _reads_the_request(node):
             found.append(f"{path.name}:{node.lineno} reads the request ({ast.unparse(node)})")
-        elif isinstance(node, ast.ImportFrom) and node.module in REQUESTS and {a.name for a in node.names} & REQUESTS[node.module]:
+        elif (
+            isinstance(node, ast.ImportFrom) and node.module in REQUESTS and {a.name for a in node.names} & REQUESTS[node.module]
+        ):
             found.append(f"{path.name}:{node.lineno} imports the request ({node.module})")
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "handlers":
             names = {node.module} if node.module != "handlers" else {f"handlers.{alias.name}" for alias in node.names}

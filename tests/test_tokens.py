@@ -7,9 +7,9 @@ import cachetools
 import pytest
 
 import models
+from api import auth
 from models import tenancy
-from riskapi.api import auth
-from riskapi.process import cli
+from riskapi import cli
 
 
 def run(capsys, *args) -> list[dict]:

@@ -1,12 +1,12 @@
-"""riskapi.services.schema_validation: JSON Schema errors become Laravel's messages, keyed by dotted path."""
+"""services.schema_validation: JSON Schema errors become Laravel's messages, keyed by dotted path."""
 
 import datetime
 
 import pytest
 
 import spec
-from riskapi.exceptions import ValidationFailed
-from riskapi.services.schema_validation import SchemaValidator, attribute, check, parse_date
+from foundation.exceptions import ValidationFailed
+from services.schema_validation import SchemaValidator, attribute, check, parse_date
 
 PERSON = {
     "type": "object",
@@ -212,7 +212,7 @@ def test_parse_date_reads_iso_and_us_dates_only(text, expected):
 
 
 def test_one_parameter_validator_per_operation():
-    from riskapi.api.request_validation import ParamValidator, URIParser
+    from api.request_validation import ParamValidator, URIParser
 
     make = ParamValidator.once_per_operation()
     one = [{"in": "query", "name": "page", "schema": {"type": "integer"}}]

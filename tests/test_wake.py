@@ -8,9 +8,9 @@ import uuid
 import httpx
 import redis
 
-from riskapi.webhooks import wakeups as wake
 from tests.support import make_webhook
 from toolkit.tenants import items
+from webhooks import wakeups as wake
 
 
 def test_a_nudge_wakes_one_wait_and_a_burst_is_one_token(redis_url):

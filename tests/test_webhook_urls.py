@@ -7,8 +7,8 @@ import http.client
 import pytest
 
 from jobs.https.transport import post, prepare
-from riskapi.webhooks.urls import normalise, url_problem
 from tests.support import make_webhook, webhook_items
+from webhooks.urls import normalise, url_problem
 
 HOOK = {"type": "custom", "events": ["driver.created"]}
 URL = "data.0.data.url"

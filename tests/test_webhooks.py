@@ -7,8 +7,8 @@ import datetime
 
 import pytest
 
-from riskapi.webhooks.urls import url_problem
 from tests.support import make_tenant, make_webhook, webhook_items
+from webhooks.urls import url_problem
 
 
 def create(client, tenant, *datas, headers=None):

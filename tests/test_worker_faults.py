@@ -23,10 +23,10 @@ import pytest
 import redis
 
 import models
+from foundation.signing import verify
 from jobs import claims
 from jobs.relay import Relay
-from riskapi.process.serve import stop_process_group
-from riskapi.webhooks.signing import verify
+from riskapi.serve import stop_process_group
 from tests.support import make_webhook
 from tests.webhook_support import EmbeddedRedis, Writer, children, delivery_uuids
 from toolkit import ROOT
@@ -124,9 +124,7 @@ def _worker_child(serve_pid: int) -> int | None:
             command = psutil.Process(pid).cmdline()
         except psutil.Error:
             continue
-        if (
-            command[1:3] == ["-m", "riskapi.process"] and "worker" in command
-        ):  # python -m riskapi.process worker (riskapi.process.serve)
+        if command[1:3] == ["-m", "riskapi"] and "worker" in command:  # python -m riskapi worker (riskapi.serve)
             return pid
     return None
 
@@ -156,7 +154,7 @@ def test_serve_starts_a_killed_worker_again_and_every_delivery_arrives(tmp_path,
     )
 
     def cli(*args):
-        out = subprocess.run([sys.executable, "-m", "riskapi.process", *args], env=env, cwd=ROOT, capture_output=True, check=True)
+        out = subprocess.run([sys.executable, "-m", "riskapi", *args], env=env, cwd=ROOT, capture_output=True, check=True)
         return json.loads(out.stdout)
 
     agency = cli("agency", "create", "--name", "Supervised")
@@ -166,7 +164,7 @@ def test_serve_starts_a_killed_worker_again_and_every_delivery_arrives(tmp_path,
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
         serve = subprocess.Popen(
-            [sys.executable, "-m", "riskapi.process", "serve", "--port", str(port)],
+            [sys.executable, "-m", "riskapi", "serve", "--port", str(port)],
             env=env,
             cwd=ROOT,
             stdout=out,

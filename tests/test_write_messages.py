@@ -32,7 +32,7 @@ def together(monkeypatch):
             if texts:
                 calls.append(texts)
 
-    monkeypatch.setattr(models, "together", recording)  # riskapi.services.risk_data_writes calls it through models
+    monkeypatch.setattr(models, "together", recording)  # services.risk_data_writes calls it through models
     return calls
 
 

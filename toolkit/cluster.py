@@ -101,7 +101,7 @@ class Cluster:
 
     def start(self, name: str) -> None:
         """Start a host's process (`serve --no-worker` on an API host, `worker` on a worker host), logging to a file."""
-        command = [sys.executable, "-m", "riskapi.process"]
+        command = [sys.executable, "-m", "riskapi"]
         if name in APIS:
             command += ["serve", "--no-worker", "--host", self.hosts.address[name], "--port", str(API_PORT)]
         else:
@@ -136,7 +136,7 @@ class Cluster:
 
     def cli(self, *args: str) -> dict:
         """Run a riskapi command on the load host; return its JSON line."""
-        command = ["ip", "netns", "exec", self.hosts.namespace("load"), sys.executable, "-m", "riskapi.process", *args]
+        command = ["ip", "netns", "exec", self.hosts.namespace("load"), sys.executable, "-m", "riskapi", *args]
         done = subprocess.run(command, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             raise RuntimeError(f"riskapi {' '.join(args)}: {done.stderr[-2000:]}")

@@ -22,12 +22,12 @@ from pathlib import Path
 import httpx
 import psycopg
 
-from riskapi.webhooks.signing import verify
+from foundation.signing import verify
 from toolkit.postgres import OwnPostgres
 from toolkit.receiver import Receiver
 from toolkit.serving import free_port, stop_serve, wait_until
 
-# One line format for every process (riskapi.observability.formats): time, logger, then the rest; or JSON.
+# One line format for every process (foundation.formats): time, logger, then the rest; or JSON.
 LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \S+ \S.*|\{.*\})$")
 
 
@@ -36,7 +36,7 @@ class Plan:
     """What to run: `fault` is crash, stop or restart; `down` seconds (crash, stop) after `after` seconds of load."""
 
     root: Path
-    command: list[str]  # how this checkout runs its CLI: [python, -m, riskapi.process]
+    command: list[str]  # how this checkout runs its CLI: [python, -m, riskapi]
     fault: str = "crash"
     after: float = 10.0
     down: float = 10.0

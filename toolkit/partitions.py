@@ -20,7 +20,7 @@ from typing import NamedTuple
 import httpx
 import psycopg
 
-from riskapi.webhooks.signing import verify
+from foundation.signing import verify
 from toolkit.cluster import APIS, ATTEMPT_TIMEOUT, WORKERS, Cluster
 from toolkit.serving import wait_until
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import redis
 from rq import Queue, Worker
 
-from riskapi.process.serve import stop_process_group
+from riskapi.serve import stop_process_group
 from toolkit import ROOT
 from toolkit.serving import wait_until
 
@@ -108,7 +108,7 @@ class WorkerProcess:
         """Start the worker and wait until RQ lists it."""
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "riskapi.process", "worker"],
+                [sys.executable, "-m", "riskapi", "worker"],
                 cwd=ROOT,
                 env=self.env,
                 stdin=subprocess.DEVNULL,

@@ -2,7 +2,8 @@
 
 `python -m tools.private_names` prints each finding by library and fails (exit 1) if there is any; `--libraries
 peewee,psycopg` fails only on those libraries' findings; `--report` only prints. One ast pass over every .py under
-riskapi/, handlers/, models/ and jobs/; nothing is imported, and names, not types, are compared. The issue's rule:
+riskapi/, api/, handlers/, services/, webhooks/, jobs/, models/ and foundation/; nothing is imported, and names, not
+types, are compared. The issue's rule:
 an attribute with a leading underscore that the product never defines is a library's private name.
 - The product defines its functions', classes' and parameters' names (keyword ones too), the names it assigns at
   module or class level, its import aliases (`import x as _y`), the names in its `__slots__`, and the attributes it
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import TextIO
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("riskapi", "handlers", "models", "jobs")
+PRODUCT = ("riskapi", "api", "handlers", "services", "webhooks", "jobs", "models", "foundation")
 OWN_PACKAGES = frozenset({*PRODUCT, "spec"})  # the project's import names: no library
 PART_OF = {"playhouse": "peewee"}  # Peewee's extensions, shipped in the peewee distribution
 PUBLIC = {  # name -> (library, the page documenting it as public)

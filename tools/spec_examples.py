@@ -1,7 +1,7 @@
 """Check every example of the document against its schema: requests, responses, parameters, headers, events.
 
 OpenAPI 3.0 schemas become JSON Schema draft 4 (their base) with `nullable` read as the service
-reads it (riskapi.services.schema_validation: null passes any schema marked nullable), and the
+reads it (services.schema_validation: null passes any schema marked nullable), and the
 formats the service checks. A callback example that names an event of `x-event-types` must also
 carry a `data` valid against that event's payload, and every event has such an example.
 """

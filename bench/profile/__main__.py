@@ -55,7 +55,7 @@ def options(argv=None) -> argparse.Namespace:
     args.soak_args = [arg for arg in rest if arg != "--"]
     if args.workload == "soak" and not args.database_url:
         parser.error("soak needs --database-url of a database of your own (bench.soak resets its default one)")
-    if not (args.root / "riskapi" / "process").is_dir():
+    if not servers.is_checkout(args.root):
         parser.error(f"{args.root} is not a checkout of riskapi")
     return args
 
@@ -65,7 +65,7 @@ def api(args, work: Path, url: str, drivers: int, redis_url: str) -> tuple[serve
     seeded = seed.seed(url, drivers)
     path = f"/api/v1/risks/{seeded.risk_uuid}/data/drivers"
     port = free_port()
-    argv = servers.service_argv(port, args.processes, servers.python_of(args.root))
+    argv = servers.service_argv(port, args.processes, servers.python_of(args.root), args.root)
     server = servers.Server("service", argv, servers.service_env(url, redis_url), port, str(work), root=args.root)
     try:
         server.start(path + "?per_page=50", {"Authorization": f"Bearer {seeded.token}"})
@@ -101,7 +101,7 @@ def soak_processes(soak: psutil.Process) -> list[psutil.Process]:
             parents = " ".join(parent.cmdline()) if parent is not None else ""
         except psutil.Error:
             continue
-        if "riskapi.process" in command and "riskapi.process" not in parents:
+        if "riskapi" in command and "riskapi" not in parents:
             found.append(child)
     return found
 

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 # The packages of this project: their modules get a line of their own in the table by module.
-PROJECT = ("riskapi/", "handlers/", "models/", "jobs/", "spec/")
+PROJECT = ("riskapi/", "api/", "handlers/", "services/", "webhooks/", "jobs/", "models/", "foundation/", "spec/")
 _LINE = re.compile(r":\d+\)$")
 # py-spy's frames for the process tree (--subprocesses) lead the stack; a command line may hold `;` but not `"`.
 _PROCESSES = re.compile(r'((?:process \d+:"[^"]*";)*)(.*)')
@@ -57,7 +57,7 @@ class Recording:
 
 def role(command: str) -> str:
     """Name what a process does from its command line (py-spy's `process PID:"..."` frame)."""
-    if "riskapi.process.sockets" in command or " serve" in command or "uvicorn" in command:
+    if "riskapi.sockets" in command or " serve" in command or "uvicorn" in command:
         return "api"
     if " worker" in command:
         return "worker"

@@ -13,7 +13,7 @@ from bench import load, seed, servers
 from bench.client import Client
 from bench.profile.meter import Meter, own_backend
 from models import migrations
-from riskapi.process.serve import stop_process_group
+from riskapi.serve import stop_process_group
 from toolkit.receiver import Receiver
 from toolkit.tenants import make_tenant
 
@@ -79,8 +79,8 @@ def bulk_load(args, server: servers.Server, seeded: seed.Seeded, path: str, reco
 
 def subscribe(agency_id: int, webhooks: int) -> None:
     """Subscribe webhooks that nobody sends to (no worker runs) to driver.created: each driver writes its deliveries."""
+    from foundation import signing
     from models.webhooks import Webhook, pack_events
-    from riskapi.webhooks import signing
 
     with models.db.connection_context():
         for n in range(webhooks):
@@ -92,7 +92,7 @@ def start_worker(root: Path, env: dict, log: Path) -> subprocess.Popen:
     """Start `riskapi worker` of checkout root in a session of its own (its RQ scheduler goes down with it)."""
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [servers.python_of(root), "-m", "riskapi.process", "worker"],
+            [servers.python_of(root), "-m", servers.main_module(root), "worker"],
             cwd=root, env={**os.environ, **env, "PYTHONPATH": str(root)}, stdin=subprocess.DEVNULL,
             stdout=out, stderr=out, start_new_session=True,
         )  # fmt: skip
@@ -100,9 +100,10 @@ def start_worker(root: Path, env: dict, log: Path) -> subprocess.Popen:
 
 def delivery_load(args, work: Path, record) -> None:
     """Record deliveries in the outbox, one `riskapi worker` sends them; record it; print CPU per delivery."""
+    from foundation import signing
     from models import delivery_states
     from models.webhooks import PENDING, Delivery, Webhook, pack_events
-    from riskapi.webhooks import outbox, signing
+    from webhooks import outbox
 
     url = args.database_url or f"sqlite:///{work}/bench.db"
     models.bind(url)

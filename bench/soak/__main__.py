@@ -49,7 +49,16 @@ class Serve:
     def start(self, checkout: Checkout, env: dict, work: Path) -> list[str]:
         """Start serve and wait until it answers its liveness probe."""
         port = free_port()
-        argv = [checkout.python, "-m", "riskapi.process", "serve", "--port", str(port), "--workers", str(self.processes)]
+        argv = [
+            checkout.python,
+            "-m",
+            servers.main_module(checkout.root),
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            str(self.processes),
+        ]
         self.server = servers.Server("service", argv, env, port, str(work), root=checkout.root)
         self.server.start("/api/v1/healthz", {})
         return [f"http://127.0.0.1:{port}/api/v1"]

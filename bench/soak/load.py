@@ -18,7 +18,7 @@ import aiohttp
 import orjson
 from yarl import URL
 
-from bench import seed
+from bench import seed, servers
 
 EVENTS = ["driver.created", "driver.updated", "driver.deleted"]
 ADDRESS = {"address": "1 Main St", "city": "Austin", "state": "TX", "zip": "78701"}
@@ -42,7 +42,7 @@ class Checkout:
     def cli(self, url: str, *argv: str) -> dict:
         """Run the checkout's `riskapi` command against url and return its JSON answer."""
         env = {**os.environ, "DATABASE_URL": url, "PYTHONPATH": str(self.root)}
-        argv_ = [self.python, "-m", "riskapi.process", *argv]
+        argv_ = [self.python, "-m", servers.main_module(self.root), *argv]
         run = subprocess.run(argv_, env=env, cwd=self.root, capture_output=True, text=True)
         if run.returncode:
             raise RuntimeError(f"riskapi {' '.join(argv)} failed: {run.stderr}")

@@ -19,7 +19,7 @@ from bench.soak import pauses, report
 from bench.soak.load import EVENTS, Checkout, Stats, describe_mix, load, make_tenants, warm_up
 from bench.soak.receiver import Receiving, tally
 from bench.soak.series import CpuSampler
-from riskapi.config import Settings
+from foundation.config import Settings
 from toolkit import ROOT
 from toolkit.workers import delete_queue
 

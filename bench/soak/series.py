@@ -28,9 +28,9 @@ def part_of(process: psutil.Process) -> str:
     if "redis-server" in argv:
         return "redis"
     # `riskapi worker` (relay, RQ workers, engine) and the RQ scheduler it forks.
-    if "riskapi.process worker" in argv:
+    if "riskapi worker" in argv:
         return "delivery"
-    return "api"  # API processes (riskapi.process.sockets) and serve itself (uvicorn, or the supervisor alone)
+    return "api"  # API processes (riskapi.sockets) and serve itself (uvicorn, or the supervisor alone)
 
 
 def _busy(times) -> float:

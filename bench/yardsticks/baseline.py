@@ -13,9 +13,9 @@ import peewee
 
 import models
 from bench.yardsticks import envelope, page
+from foundation.config import Settings
 from models.risk_data import Driver, Vehicle
 from models.tenancy import Risk, Token
-from riskapi.config import Settings
 
 app = flask.Flask(__name__)
 models.bind(os.environ.get("DATABASE_URL", "sqlite:///riskapi.db"))

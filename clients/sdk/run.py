@@ -56,8 +56,8 @@ def serve_and_use() -> int:
     # Imported here: tox runs this file by path, so the repository (toolkit) is on sys.path only from now on.
     sys.path.insert(0, str(ROOT))
     import models
-    from riskapi.api.app import create_app
-    from riskapi.config import Settings
+    from api.app import create_app
+    from foundation.config import Settings
     from toolkit.serving import ServerThread, free_port
     from toolkit.tenants import make_tenant, reset_database
 

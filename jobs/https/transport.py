@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from jobs.https import connections, dialing
 from jobs.https.dialing import is_allowed_address
-from riskapi.webhooks.urls import normalise
+from webhooks.urls import normalise
 
 __all__ = ["MAX_RESPONSE_BYTES", "Answer", "Result", "is_allowed_address", "post", "prepare"]
 

@@ -26,6 +26,7 @@ import redis
 from rq.exceptions import StopRequested
 
 import models
+from foundation.config import Settings
 from jobs import queue as jobs_queue
 from jobs.https.connections import Pool
 from jobs.lines import Engine
@@ -33,7 +34,6 @@ from jobs.outages import Backoff, Outage, wait_for
 from jobs.relay import Relay
 from jobs.runtime import embedded_redis
 from jobs.runtime.rq_workers import DeliveryWorker, MainWorker, QuietRedisErrors, ThreadWorker
-from riskapi.config import Settings
 
 log = logging.getLogger("riskapi.worker")
 

@@ -1,1 +1,0 @@
-"""Logs and metrics, shared by the API and the workers."""
