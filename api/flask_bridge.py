@@ -1,11 +1,14 @@
 """Flask under Connexion, through Connexion's and Flask's public names, where Connexion's stock path costs more.
 
 Connexion's FlaskApp as shipped serves the drivers page at 0.73 of this module's rate (bench.run --against,
-PostgreSQL, 3 x 10 s, 2026-11-29: 4.91 against 3.55 server CPU ms a page; bench/README.md, "Issue 52"). Two
-things earn it, each built on a public extension point:
+PostgreSQL, 3 x 10 s, 2026-11-29: 4.91 against 3.55 server CPU ms a page; bench/README.md, "Issue 52"). What
+earns it, each built on a public extension point:
 - WsgiBridge, the last of FlaskApp's `middlewares=`: Flask runs in handler threads (api.handler_threads),
   one crossing each way per request, where Connexion runs it in a2wsgi's pool of ten, which crosses threads for
   every message. With the bridge alone the page is at 0.86 (4.17 against 3.50 ms).
+- A body read once: Connexion reads a write's JSON body again, through Flask, to pass it as `body`; the request
+  here hands it the one the body validator read (api.request_validation, in Connexion's per-request context), where
+  the second reading took 7.5 % of a 1,000-driver create's CPU (bench.profile bulk).
 - Operations wrapped once: Connexion's FlaskOperation builds its decorators anew on every request (the handler's
   signature read, a URI parser built, each query key's Python name worked out). Each of its Flask views is
   replaced, once its API is added, by one built from Connexion's own decorator classes once.
@@ -22,6 +25,7 @@ from typing import Any, cast
 import flask
 from a2wsgi.asgi_typing import HTTPScope
 from a2wsgi.wsgi import build_environ
+from connexion import context
 from connexion.apps.flask import FlaskOperation
 from connexion.decorators import FlaskDecorator
 from connexion.decorators.parameter import SyncParameterDecorator
@@ -32,6 +36,8 @@ from starlette.types import Receive, Scope, Send
 from api.handler_threads import READS, HandlerThreads
 
 __all__ = ["WsgiBridge", "wrap_once"]
+
+_UNREAD = object()  # no body was read by the body validator (no JSON body declared)
 
 
 class WsgiBridge:
@@ -173,7 +179,11 @@ class _Operation:
 
 
 class _Request(WSGIRequest):
-    """Connexion's request of a Flask view, which parses no form for the files of a request that has none."""
+    """Connexion's request of a Flask view: its body as the body validator read it, and no form parsed for files."""
+
+    def get_body(self) -> Any:
+        found = context.context.get("body", _UNREAD)
+        return super().get_body() if found is _UNREAD else found
 
     def files(self) -> dict:
         # Werkzeug finds files only in a multipart body; asked on every call, it parsed every other body's form.
