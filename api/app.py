@@ -1,30 +1,36 @@
 """The app factory: Connexion routes and validates every request from spec/openapi.yaml."""
 
 import functools
+import time
 
 import connexion
 import connexion.resolver
+import flask
 from connexion.datastructures import MediaTypeDict
 from connexion.middleware import ConnexionMiddleware, MiddlewarePosition
 from connexion.validators import FormDataValidator, MultiPartFormDataValidator
 
 import models
-from api import access_log, request_hooks
+import spec
+from api import access_log, precognition
 from api import error_handlers as errors
-from api.cors import JsonCorsMiddleware
 from api.docs import SpecMiddleware
 from api.flask_bridge import WsgiBridge
 from api.handler_threads import HandlerThreads
 from api.metrics import MetricsMiddleware
-from api.middleware import BodyMiddleware, HeadersMiddleware, RoutedOnlyMiddleware
+from api.middleware import BodyMiddleware, HeadersMiddleware, JsonCorsMiddleware, RoutedOnlyMiddleware
 from api.rate_limits import RateLimitMiddleware
 from api.request_validation import BodyValidator, ParamValidator, URIParser
 from api.routing import resolve
 from foundation.config import SETTINGS_KEY, Settings, SettingsError
+from models import delivery_states
 from services.listen_stream import ListenStreamMiddleware
 from spec import SPEC_PATH
+from webhooks import wakeups as wake
 
 CORS_METHODS = ("GET", "POST", "PATCH", "DELETE")
+WRITES = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+PROBES = frozenset({f"{spec.base_path()}/healthz", f"{spec.base_path()}/readyz"})
 CORS_ALLOW_HEADERS = (
     "Authorization",
     "Content-Type",
@@ -62,7 +68,7 @@ def create_app(settings: Settings | None = None) -> connexion.FlaskApp:
     if settings.access_log:
         access_log.configure(settings.log_format)
     app.app.config[SETTINGS_KEY] = settings
-    request_hooks.register(app.app, settings)
+    register_hooks(app.app, settings)
     return app
 
 
@@ -99,6 +105,39 @@ def middlewares(settings: Settings) -> list[tuple[type, MiddlewarePosition, dict
         cors = {"allow_methods": CORS_METHODS, "allow_headers": CORS_ALLOW_HEADERS, "expose_headers": CORS_EXPOSE_HEADERS}
         added.append((JsonCorsMiddleware, first, {"allow_origins": settings.cors_origins, **cors}))
     return added
+
+
+def register_hooks(app: flask.Flask, settings: Settings) -> None:
+    """Install what Flask does around each handler call: the request's database connection, the relay's wake-up."""
+
+    @app.before_request
+    def _connect() -> None:
+        # Probes answer whatever the database does: readyz checks it itself, healthz never needs it.
+        if flask.request.path not in PROBES:
+            flask.g.connecting = time.monotonic()
+            models.check_out()
+
+    if settings.redis_url and settings.webhook_relay_wake:
+        nudger = wake.Nudger(settings.redis_url, settings.webhook_queue)
+
+        @app.after_request
+        def _wake_relay(response: flask.Response) -> flask.Response:
+            # Committed by now. A write that left no delivery waiting (no webhook subscribed) pushes nothing: the push
+            # was 5 % of a small write's CPU (its thread woken, a Redis round trip), and woke a relay to find nothing.
+            request = flask.request
+            if (
+                request.method in WRITES
+                and response.status_code < 300
+                and delivery_states.left_waiting()
+                and not precognition.is_precognitive(request.headers)
+            ):
+                nudger.nudge()
+            return response
+
+    @app.teardown_request
+    def _release(exc: BaseException | None) -> None:
+        # A query that waited out the TCP user timeout tells the breaker that the server went silent mid-request.
+        models.give_back(exc, flask.g.get("connecting"))
 
 
 @functools.lru_cache(maxsize=1)
