@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 import spec
 from api import auth, precognition
 from foundation.exceptions import ApiError, ValidationFailed
-from services.messages import listing
+from foundation.messages import listing
 
 log = logging.getLogger("riskapi")
 

@@ -10,8 +10,8 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import spec
+from foundation import messages
 from foundation.exceptions import ApiError, ValidationFailed
-from services import messages
 
 # What a POST may stand for, and where: the spec's overrideRiskData.
 # What a POST to /risks/{risk}/data may stand for: the methods its body's `_method` maps.

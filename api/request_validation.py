@@ -15,8 +15,8 @@ from starlette.types import Message, Receive, Scope
 
 import spec
 from foundation.exceptions import ApiError, ValidationFailed
+from foundation.messages import message
 from services.list_query import ListRequest
-from services.messages import message
 from services.schema_validation import attribute, compiled
 from spec import FILTER_PARAMETER
 

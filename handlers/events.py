@@ -4,10 +4,8 @@ from typing import Any
 
 import flask
 
-import spec
 from handlers import common
-from models.webhooks import Event
-from services import events
+from services import events, listing
 from services.list_query import ListRequest
 
 
@@ -20,23 +18,14 @@ def publish_event(agency_id: int, body: Any = None, body_errors: dict | None = N
 def list_event_types(agency_id: int, list_request: ListRequest) -> flask.Response:
     """List the events a webhook can subscribe to, each with its payload schema, as the spec states them."""
     wanted = set(list_request.filters.get("name", "").split(",")) - {""}
-    described = spec.schema("EventName")["x-event-types"]
-    types = []
-    for name in spec.schema("EventName")["enum"]:
-        if not wanted or name in wanted:
-            entry = described[name]
-            types.append({"object": "event_type", "name": name, "description": entry["description"], "schema": entry["payload"]})
-    return common.respond(200, {"data": types})
+    return common.respond(200, {"data": events.types(wanted)})
 
 
 def list_events(
     agency_id: int, per_page: int, list_request: ListRequest, cursor: str | None = None, sort: list[str] | None = None
 ) -> flask.Response:
     """List the agency's events, newest first, each with the deliveries it made."""
-    rows = events.rows(agency_id)
-    return common.list_page_with_children(
-        Event, rows, events.deliveries, events.render, agency_id, per_page, cursor, list_request, sort
-    )
+    return common.respond(200, listing.events(agency_id, common.asked(per_page, cursor, sort, list_request)))
 
 
 def get_event(agency_id: int, event: str) -> flask.Response:

@@ -1,16 +1,14 @@
 """Risk data of every kind: each kind's list and bulk create, and the bulk update and delete of any kind."""
 
-import functools
 from typing import Any
 
 import flask
 
+from foundation.messages import message
 from handlers import common
 from models.risk_data import Building, Driver, InRisk, Premise, RiskObject, Vehicle
-from services import bulk_write, render, risk_data_writes
+from services import bulk_write, listing, risk_data_writes
 from services.list_query import ListRequest
-from services.messages import message
-from services.pagination import PreparedPages
 
 
 def _list(
@@ -23,21 +21,9 @@ def _list(
     sort: list[str] | None,
     include: list[str] | None,
 ) -> flask.Response:
-    """Answer one page of a risk profile's rows of one kind (the one list pipeline: handlers.common.list_page)."""
-    profile = common.risk_of(agency_id, risk)
-    shown = functools.partial(render.envelopes, model, include=include)
-    return common.list_page(model, None, profile.id, per_page, cursor, list_request, sort, shown, pages=_pages(model))
-
-
-@functools.cache
-def _pages(model: type[InRisk]) -> PreparedPages:
-    """Return the page queries of a kind's list, each written once per shape."""
-    return PreparedPages(
-        model,
-        lambda risk: render.select_rows(model).where(model.risk == risk),
-        model.risk,
-        functools.partial(render.with_references, model),
-    )
+    """Answer one page of a risk profile's rows of one kind (the one list pipeline: services.listing)."""
+    asked = common.asked(per_page, cursor, sort, list_request)
+    return common.respond(200, listing.risk_data(model, agency_id, risk, asked, include))
 
 
 def _create(
@@ -50,7 +36,7 @@ def _create(
     dry_run: bool,
 ) -> flask.Response:
     """Create rows of one kind in a risk profile, in bulk, atomically (the one bulk-write path)."""
-    write = risk_data_writes.Create(model, common.risk_of(agency_id, risk), include)
+    write = risk_data_writes.Create(model, listing.risk_of(agency_id, risk), include)
     return common.bulk_write(201, write, body, body_errors, dry_run)
 
 
@@ -158,19 +144,19 @@ def update_risk_data(
     agency_id: int, risk: str, body: Any = None, body_errors: dict | None = None, dry_run: bool = False
 ) -> flask.Response:
     """Update risk data."""
-    return common.bulk_write(200, risk_data_writes.Update(common.risk_of(agency_id, risk)), body, body_errors, dry_run)
+    return common.bulk_write(200, risk_data_writes.Update(listing.risk_of(agency_id, risk)), body, body_errors, dry_run)
 
 
 def delete_risk_data(
     agency_id: int, risk: str, body: Any = None, body_errors: dict | None = None, dry_run: bool = False
 ) -> flask.Response:
     """Delete risk data."""
-    return common.bulk_write(200, risk_data_writes.Delete(common.risk_of(agency_id, risk)), body, body_errors, dry_run)
+    return common.bulk_write(200, risk_data_writes.Delete(listing.risk_of(agency_id, risk)), body, body_errors, dry_run)
 
 
 def override_risk_data(agency_id: int, risk: str, body_errors: dict | None = None) -> None:
     """Refuse a POST that names no method to stand for."""
-    common.risk_of(agency_id, risk)
+    listing.risk_of(agency_id, risk)
     errors = bulk_write.Errors(body_errors or {})
     if not errors:
         errors.add("_method", message("required", "_method"))

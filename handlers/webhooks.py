@@ -5,8 +5,7 @@ from typing import Any
 import flask
 
 from handlers import common, settings
-from models.webhooks import Webhook
-from services import webhook_ops, webhook_writes
+from services import listing, webhook_ops, webhook_writes
 from services.list_query import ListRequest
 
 
@@ -14,10 +13,7 @@ def list_webhooks(
     agency_id: int, per_page: int, list_request: ListRequest, cursor: str | None = None, sort: list[str] | None = None
 ) -> flask.Response:
     """List the agency's webhooks."""
-    rows = Webhook.select().where((Webhook.agency == agency_id) & Webhook.subscription()).dicts()
-    return common.list_page(
-        Webhook, rows, agency_id, per_page, cursor, list_request, sort, lambda page: [webhook_writes.render(row) for row in page]
-    )
+    return common.respond(200, listing.webhooks(agency_id, common.asked(per_page, cursor, sort, list_request)))
 
 
 def create_webhooks(agency_id: int, body: Any = None, body_errors: dict | None = None, dry_run: bool = False) -> flask.Response:

@@ -113,6 +113,16 @@ def connection() -> Iterator[None]:
         give_back()
 
 
+def answers() -> bool:
+    """Tell whether the database answers a query now (readyz); never raise."""
+    try:
+        with connection():
+            db.execute_sql("SELECT 1")
+    except Exception:  # any failure to answer means not ready; the probe itself must never fail
+        return False
+    return True
+
+
 def is_sqlite() -> bool:
     """Tell whether the bound database is SQLite."""
     return isinstance(db.obj, peewee.SqliteDatabase)

@@ -11,8 +11,8 @@ from typing import Any, Protocol, TypeVar
 import peewee
 
 from foundation.exceptions import ApiError, ValidationFailed
+from foundation.messages import message
 from models import atomic
-from services.messages import message
 
 # PostgreSQL's deadlock_detected and serialization_failure: the transaction can simply run again.
 _RETRYABLE = {"40P01", "40001"}
@@ -102,7 +102,7 @@ def existing(
     """Map item indexes to what lookup finds for their uuid; report unknown and repeated uuids.
 
     listed is [(index, item)]; lookup(uuids) returns {lower-case uuid: found}; missing names the
-    message (services.messages) of an unknown uuid.
+    message (foundation.messages) of an unknown uuid.
     """
     wanted = [(i, item["uuid"]) for i, item in listed if isinstance(item.get("uuid"), str) and errors.clean(f"data.{i}.uuid")]
     known = lookup([value.lower() for _, value in wanted]) if wanted else {}

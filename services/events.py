@@ -7,11 +7,27 @@ import orjson
 import peewee
 
 import models
+import spec
 from foundation.exceptions import ApiError
 from models.risk_data import KINDS
 from models.webhooks import Delivery, Event, Webhook, unpack_channels
 from services.render import envelope
 from webhooks import outbox
+
+
+def types(wanted: set[str]) -> list[dict]:
+    """Return the events a webhook can subscribe to (those wanted, or all), each with its payload schema, as in the spec."""
+    described = spec.schema("EventName")["x-event-types"]
+    return [
+        {
+            "object": "event_type",
+            "name": name,
+            "description": described[name]["description"],
+            "schema": described[name]["payload"],
+        }
+        for name in spec.schema("EventName")["enum"]
+        if not wanted or name in wanted
+    ]
 
 
 def publish(agency_id: int, name: str, data: Any, channels: list[str] | None) -> dict:

@@ -14,10 +14,10 @@ import peewee
 import models
 import spec
 from foundation.exceptions import ValidationFailed
+from foundation.messages import listing, message
 from models.prepared import condition as written_condition
 from models.risk_data import InRisk
 from models.webhooks import Delivery, Webhook, shares_channel
-from services.messages import listing, message
 from services.pagination import Key
 from services.render import Model
 

@@ -17,8 +17,8 @@ import orjson
 import peewee
 
 from foundation.exceptions import ValidationFailed
+from foundation.messages import message
 from models.prepared import HOLE, Prepared
-from services.messages import message
 
 BAD_CURSOR = {"cursor": [message("bad_cursor", "cursor")]}
 

@@ -8,12 +8,12 @@ import peewee
 
 import models
 import spec
+from foundation.messages import message
 from models import inserts, utcnow
 from models.risk_data import KINDS, Address, Building, Driver, InRisk, Premise, RiskObject
 from models.tenancy import Risk
 from services import bulk_write
 from services.bulk_write import Errors, fail_if, transaction  # noqa: F401 (tests name them bulk.*)
-from services.messages import message
 from services.schema_validation import compiled, parse_date
 
 # The spec's bound of numbers: PostgreSQL's integer, so that auto-numbering never overflows the column.

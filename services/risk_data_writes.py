@@ -6,13 +6,13 @@ from typing import Any, NoReturn
 
 import models
 from foundation.exceptions import ValidationFailed
+from foundation.messages import message
 from models import utcnow
 from models.risk_data import Address, Driver, InRisk, RiskObject
 from models.tenancy import Risk
 from services import render
 from services.bulk_write import Errors
 from services.json_values import identifier
-from services.messages import message
 from services.risk_data_rules import columns, insert, plan_create, plan_delete, plan_update
 from webhooks import outbox
 

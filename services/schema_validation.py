@@ -14,7 +14,7 @@ from jsonschema.validators import extend
 
 import spec
 from foundation.exceptions import ValidationFailed
-from services.messages import listing, message
+from foundation.messages import listing, message
 
 _US_DATE = re.compile(r"^(\d{2})/(\d{2})/(\d{4})$")
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

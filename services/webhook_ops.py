@@ -12,10 +12,11 @@ import orjson
 import peewee
 
 import models
-from foundation.exceptions import ApiError
+from foundation.exceptions import ApiError, ValidationFailed
+from foundation.messages import message
 from models import delivery_states, timestamp
 from models.webhooks import FAILED, LISTEN, PENDING, SKIPPED, Attempt, Delivery, Event, Webhook
-from services import webhook_writes
+from services import list_query, webhook_writes
 from services.render import envelope, values
 from webhooks import outbox
 
@@ -114,8 +115,20 @@ def redeliver(agency_id: int, webhook: str, delivery: str) -> dict:
         return rendered(found.id)
 
 
-def recover(agency_id: int, webhook: str, since: datetime.datetime, until: datetime.datetime | None) -> dict:
-    """Queue a new round for every failed or skipped delivery of the webhook created in [since, until); return the count."""
+def recover(agency_id: int, webhook: str, window: dict) -> dict:
+    """Queue a new round for every failed or skipped delivery of the webhook created in the body's [since, until).
+
+    An unknown webhook is a 404 before any rule across the body's fields, as for every other operation.
+    """
+    since = list_query.moment(window["since"], Delivery.created, upper=False)
+    until = list_query.moment(window["until"], Delivery.created, upper=False) if window.get("until") else None
+    sendable_webhook_of(agency_id, webhook)
+    if until is not None and until <= since:
+        raise ValidationFailed({"until": [message("after", "until", date="since")]})
+    return _recover(agency_id, webhook, since, until)
+
+
+def _recover(agency_id: int, webhook: str, since: datetime.datetime, until: datetime.datetime | None) -> dict:
     with models.atomic():
         hook = sendable_webhook_of(agency_id, webhook)
         if hook.disabled is not None:

@@ -7,12 +7,12 @@ from typing import Any
 
 import models
 from foundation.exceptions import ApiError
+from foundation.messages import message
 from foundation.signing import generate_secret
 from models import utcnow
 from models.tenancy import Agency
 from models.webhooks import Webhook, WebhookChannel, pack_channels, pack_events, unpack_channels, unpack_events
 from services.bulk_write import Errors, entries, existing, items
-from services.messages import message
 from services.render import envelope
 from webhooks import custom_headers, notices
 from webhooks.urls import normalise, url_problem

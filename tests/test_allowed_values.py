@@ -7,7 +7,7 @@ import uuid
 import orjson
 
 import spec
-from services.messages import MAX_LISTED, listing
+from foundation.messages import MAX_LISTED, listing
 from tests.support import make_tenant, make_webhook, webhook_items
 from toolkit.tenants import items
 

@@ -2,9 +2,9 @@
 
 How names are read (kept simple on purpose):
 - Only inline code spans count: text between single backticks, outside fenced ``` blocks.
-- A span is a name when it is a dotted Python name whose first part is one of the five roots
-  (riskapi, handlers, models, jobs, spec), e.g. `api.app`, `jobs.relay`,
-  `handlers.common.list_page`, `models.atomic`; a trailing `()` is dropped (`spec.resolved()`).
+- A span is a name when it is a dotted Python name whose first part is one of the roots
+  (riskapi, api, handlers, services, webhooks, jobs, models, foundation, spec), e.g. `api.app`, `jobs.relay`,
+  `services.listing.page`, `models.atomic`; a trailing `()` is dropped (`spec.resolved()`).
   Anything else (`spec/openapi.yaml`, `RISKAPI_THREADS`, `handlers.*`, `Retry-After`) is prose.
 - A name exists when its longest prefix that is a module has a file (name.py or
   name/__init__.py), and the parts after it name something bound at that module's top level

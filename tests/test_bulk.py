@@ -4,10 +4,10 @@ import peewee
 import pytest
 
 from foundation.exceptions import ApiError, ValidationFailed
+from foundation.messages import message
 from models.risk_data import Address, Building, Driver, Premise, Vehicle
 from services import risk_data_rules as bulk
 from services import risk_data_writes
-from services.messages import message
 
 
 def body(kind: str, *datas, **extra) -> dict:

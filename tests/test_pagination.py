@@ -270,8 +270,8 @@ FILTERS = [
 def test_a_page_of_written_texts_reads_what_peewee_reads(profile, filters, sort):
     # PreparedPages writes the text once per shape and each request's filters into its hole (models.prepared):
     # walked both ways, every page and cursor equals Peewee's query of the same filters.
-    from handlers.risk_data import _pages
     from services import render
+    from services.listing import pages_of
 
     vehicle = Vehicle.create(risk=profile.id, number=1)
     for number, name in enumerate(["n1", None, "n2", "n10", None, "n1", "x"] * 2, start=1):
@@ -283,7 +283,7 @@ def test_a_page_of_written_texts_reads_what_peewee_reads(profile, filters, sort)
     pager = paginator(*sort)
     where = listing.condition(profile.id, filters)
     hole = listing.written(profile.id, filters)  # kept from here on: each page below asks again
-    pages_ = _pages(Driver)
+    pages_ = pages_of(Driver)
     peewee_query = render.select_all(Driver).where(Driver.risk == profile.id)
     peewee_query = peewee_query if where is None else peewee_query.where(where)
 

@@ -5,7 +5,8 @@ Read from the source: no module of handlers/ opens a transaction or a snapshot (
 resource's handler module (what they share is `handlers.common`, and the package's `settings`). A write's body
 reaches its handler as the operation's arguments (`body`, `body_errors`, `dry_run`) and a list's query as
 `list_request`, as Connexion's examples take them: no handler reads the request itself (`flask.request`,
-`connexion.context`, or either imported by name).
+`connexion.context`, or either imported by name). And no handler builds or runs a query (`.select(`, `.where(`,
+`.execute_sql(`, ...): the rows a list or a probe reads are chosen in services and models.
 """
 
 import ast
@@ -14,6 +15,8 @@ from pathlib import Path
 HANDLERS = Path(__file__).resolve().parent.parent / "handlers"
 TRANSACTIONS = {"atomic", "snapshot", "transaction", "savepoint", "connection_context"}
 SHARED = {"handlers", "handlers.common"}
+# The calls that build or run a query (Peewee's); `update` and `join`, a dict's and a string's too, are left out.
+QUERIES = {"select", "where", "execute_sql", "raw", "dicts", "tuples", "insert", "insert_many", "delete"}
 # What a handler would read the request through, by module.
 REQUESTS = {"flask": {"request"}, "connexion": {"context"}, "connexion.context": {"context", "operation"}}
 
@@ -28,6 +31,8 @@ def offences(path: Path) -> list[str]:
                 name = call.func.attr if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) else None
                 if name in TRANSACTIONS:
                     found.append(f"{path.name}:{node.lineno} opens a transaction ({name})")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in QUERIES:
+            found.append(f"{path.name}:{node.lineno} runs a query ({node.func.attr})")
         elif isinstance(node, ast.Attribute) and _reads_the_request(node):
             found.append(f"{path.name}:{node.lineno} reads the request ({ast.unparse(node)})")
         elif (
@@ -60,6 +65,7 @@ def test_the_check_sees_a_transaction_and_an_import(tmp_path):
         "import models\nfrom handlers.webhooks import x\nwith models.atomic():\n    pass\n"
         "errors = connexion.context.context.get('body_errors')\nargs = flask.request.args\n"
         "from connexion import context\nfrom flask import request as r\n"
+        "rows = Webhook.select().where(Webhook.agency == 1)\n"
     )
     assert sorted(offences(bad)) == [
         "bad.py:2 imports handlers.webhooks",
@@ -68,4 +74,6 @@ def test_the_check_sees_a_transaction_and_an_import(tmp_path):
         "bad.py:6 reads the request (flask.request)",
         "bad.py:7 imports the request (connexion)",
         "bad.py:8 imports the request (flask)",
+        "bad.py:9 runs a query (select)",
+        "bad.py:9 runs a query (where)",
     ]
